@@ -1,0 +1,51 @@
+# amp_edu — the course's commands. Every target creates .venv first if it is missing.
+#   make lab                       open the course in JupyterLab
+#   make test                      run every test (library, notebooks, exercise grading)
+#   make exercises                 regenerate exercises/ from solutions/
+#   make grade NB=exercises/01_number_formats.ipynb   grade a learner's notebook
+#   make doctor / make bench       what this machine can do / the benchmark
+
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+# Extra pip arguments, e.g. PIP_ARGS="--extra-index-url <a PyTorch CUDA index>" (see README).
+PIP_ARGS ?=
+LAB_ARGS ?=
+
+.PHONY: install lab test exercises grade doctor bench clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet -c constraints.txt $(PIP_ARGS) -e '.[test]'
+	touch $(STAMP)
+
+# JupyterLab refuses to run as root without --allow-root, and tries to open a browser;
+# both are decided here. JUPYTER_PORT / JUPYTER_TOKEN are read by JupyterLab itself.
+lab: install
+	$(PY) -m jupyterlab --ServerApp.root_dir="$(CURDIR)" \
+	  --LabApp.default_url=/lab/tree/notebooks/00_setup.ipynb \
+	  $$( [ "$$(id -u)" = 0 ] && echo --allow-root ) \
+	  $$( $(PY) -c "import webbrowser,sys; webbrowser.get()" >/dev/null 2>&1 || echo --no-browser ) \
+	  $(LAB_ARGS)
+
+test: install
+	AMP_EDU_SMOKE=1 $(PY) -m pytest
+
+exercises: install
+	$(PY) -m amp_edu exercises
+
+grade: install
+	@test -n "$(NB)" || { echo "usage: make grade NB=exercises/NN_name.ipynb"; exit 2; }
+	$(PY) -m amp_edu grade "$(NB)"
+
+doctor: install
+	$(PY) -m amp_edu doctor
+
+bench: install
+	$(PY) -m amp_edu bench
+
+clean:
+	rm -rf $(VENV) build *.egg-info

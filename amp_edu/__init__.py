@@ -1,0 +1,23 @@
+"""amp_edu — a course on mixed-precision training in PyTorch, from the bits up.
+
+One module per concept; the lessons in ``notebooks/`` import them:
+
+========== ==============================================================
+device     what this machine can do; smoke/full sizes            (00)
+formats    fp32/tf32/fp16/bf16/fp8 bit layouts and exact rounding  (01)
+widgets    interactive explorers (thin; logic lives in plain functions)
+data       small offline tasks; models: MLP, CNN, transformer block (02)
+gradients  gradient capture and fp16-range histograms              (02-03)
+train      one training loop with precision recipes                (02-08)
+scaler     GradScaler from scratch, bit-identical to torch's       (04)
+autocast   autocast from scratch, torch's op policy                (05)
+bench      matmul and training-step benchmarks                     (06)
+memory     saved-activation bytes and peak memory                  (07)
+debug      finding the first non-finite layer, and friends         (09)
+viz        plotting helpers shared by the lessons
+checks     graders for the exercises, one module per lesson
+course     exercise generation and grading (``make exercises``, ``make grade``)
+========== ==============================================================
+"""
+
+__version__ = "0.1.0"

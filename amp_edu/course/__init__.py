@@ -1,0 +1,1 @@
+"""Course machinery: running notebooks, generating exercises, grading (``make exercises``, ``make grade``)."""

@@ -1,0 +1,102 @@
+"""Generate ``exercises/`` from ``solutions/`` — the solutions are the single source.
+
+In a solution notebook the learner's part sits between two marker lines::
+
+    def decode_fp16(bits):
+        ### BEGIN SOLUTION
+        ...worked solution...
+        ### END SOLUTION
+
+:func:`strip` replaces each such block by ``# YOUR CODE HERE`` and ``raise NotImplementedError()``
+at the block's indentation (in a markdown cell, by ``YOUR ANSWER HERE``), and clears all outputs,
+so the learner starts from a clean notebook. :func:`stale` lists exercises that no longer match
+their solution (a test fails on it; ``make exercises`` fixes it).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import nbformat
+
+from . import notebook
+
+BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _strip_source(source: str, markdown: bool) -> str:
+    out, inside, indent = [], False, ""
+    for line in source.splitlines():
+        stripped = line.strip()
+        if stripped == BEGIN:
+            if inside:
+                raise ValueError(f"nested {BEGIN!r} in cell:\n{source}")
+            inside, indent = True, line[: len(line) - len(line.lstrip())]
+            if markdown:
+                out.append(indent + "YOUR ANSWER HERE")
+            else:
+                out.append(indent + "# YOUR CODE HERE")
+                out.append(indent + "raise NotImplementedError()")
+            continue
+        if stripped == END:
+            if not inside:
+                raise ValueError(f"{END!r} without {BEGIN!r} in cell:\n{source}")
+            inside = False
+            continue
+        if not inside:
+            out.append(line)
+    if inside:
+        raise ValueError(f"{BEGIN!r} without {END!r} in cell:\n{source}")
+    return "\n".join(out)
+
+
+def strip(nb):
+    """A copy of solution notebook ``nb`` with the solutions removed and outputs cleared."""
+    nb = nbformat.from_dict(json.loads(json.dumps(nb)))
+    n_blocks = 0
+    for cell in nb.cells:
+        if cell.cell_type not in ("code", "markdown"):
+            continue
+        n_blocks += cell.source.count(BEGIN)
+        cell.source = _strip_source(cell.source, cell.cell_type == "markdown")
+        if cell.cell_type == "code":
+            cell.outputs = []
+            cell.execution_count = None
+        cell.metadata.pop("execution", None)
+    if n_blocks == 0:
+        raise ValueError("a solution notebook must mark at least one ### BEGIN SOLUTION block")
+    nb.metadata.pop("widgets", None)
+    return nb
+
+
+def expected_exercises(solutions_dir: Path | None = None) -> dict[str, str]:
+    """``{filename: notebook JSON text}`` that ``exercises/`` should hold."""
+    solutions_dir = Path(solutions_dir or ROOT / "solutions")
+    return {p.name: nbformat.writes(strip(notebook.read(p))) + "\n"
+            for p in sorted(solutions_dir.glob("*.ipynb"))}
+
+
+def generate(solutions_dir: Path | None = None, exercises_dir: Path | None = None) -> list[Path]:
+    """Write ``exercises/`` from ``solutions/``; removes exercises whose solution is gone."""
+    exercises_dir = Path(exercises_dir or ROOT / "exercises")
+    exercises_dir.mkdir(exist_ok=True)
+    want = expected_exercises(solutions_dir)
+    written = []
+    for name, text in want.items():
+        path = exercises_dir / name
+        path.write_text(text)
+        written.append(path)
+    for path in exercises_dir.glob("*.ipynb"):
+        if path.name not in want:
+            path.unlink()
+    return written
+
+
+def stale(solutions_dir: Path | None = None, exercises_dir: Path | None = None) -> list[str]:
+    """Names of exercises that are missing, extra, or differ from what :func:`generate` writes."""
+    exercises_dir = Path(exercises_dir or ROOT / "exercises")
+    want = expected_exercises(solutions_dir)
+    have = {p.name: p.read_text() for p in exercises_dir.glob("*.ipynb")}
+    return sorted(n for n in want.keys() | have.keys() if want.get(n) != have.get(n))

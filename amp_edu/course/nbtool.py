@@ -1,0 +1,46 @@
+"""Authoring tool for lessons: ``python -m amp_edu.course.nbtool {topy,frompy,run} ...``.
+
+* ``topy NB`` prints the notebook as a percent-format script (for editing as text);
+* ``frompy SCRIPT NB`` writes the notebook from such a script (outputs dropped);
+* ``run NB [NB ...] [--smoke]`` executes each notebook and stores it executed (default sizes
+  unless ``--smoke``); exits 1 if any cell raised (cells tagged ``# NBVAL_RAISES_EXCEPTION`` may).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from . import notebook
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m amp_edu.course.nbtool", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("topy"); p.add_argument("nb")
+    p = sub.add_parser("frompy"); p.add_argument("script"); p.add_argument("nb")
+    p = sub.add_parser("run"); p.add_argument("nbs", nargs="+"); p.add_argument("--smoke", action="store_true")
+    p.add_argument("--timeout", type=int, default=900)
+    args = ap.parse_args(argv)
+    if args.cmd == "topy":
+        sys.stdout.write(notebook.to_percent(notebook.read(args.nb)))
+        return 0
+    if args.cmd == "frompy":
+        with open(args.script) as fh:
+            notebook.write(notebook.from_percent(fh.read()), args.nb)
+        return 0
+    status = 0
+    for path in args.nbs:
+        t0 = time.perf_counter()
+        errs = notebook.run_in_place(path, smoke=args.smoke, timeout=args.timeout)
+        print(f"{path}: {'OK' if not errs else 'ERRORS'} in {time.perf_counter() - t0:.0f} s")
+        for idx, ename, evalue in errs:
+            print(f"  cell {idx}: {ename}: {evalue}")
+            status = 1
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
