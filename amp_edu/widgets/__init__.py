@@ -1,0 +1,8 @@
+"""Interactive explorers for the lessons (ipywidgets). Thin by design.
+
+Each widget's logic is a plain function that the tests call directly; the widget only wires
+controls to it and shows the result through widget values or ``Output.append_*``, so tests can
+set a control's ``value`` and assert on what the widget shows, headless.
+
+One module per lesson's widget; this package re-exports them.
+"""
