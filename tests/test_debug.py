@@ -1,0 +1,189 @@
+"""amp_edu.debug: finding the first non-finite module, backward anomalies, eps and scale checks."""
+
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from amp_edu import debug
+
+
+class Blowup(nn.Module):
+    """Multiplies by a constant inline, between two submodules."""
+
+    def __init__(self, factor=1e5):
+        super().__init__()
+        self.a = nn.Linear(4, 4)
+        self.b = nn.Linear(4, 4)
+        self.factor = factor
+
+    def forward(self, x):
+        return self.b(self.a(x) * self.factor)
+
+
+class Reordered(nn.Module):
+    """Registers `late` before `early` but calls `early` first."""
+
+    def __init__(self):
+        super().__init__()
+        self.late = nn.Linear(4, 4)
+        self.early = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.late(self.early(x))
+
+
+def _x(dtype=torch.float32):
+    return torch.randn(3, 4, generator=torch.Generator().manual_seed(0)).to(dtype)
+
+
+def test_trace_records_calls_in_finishing_order_and_removes_hooks():
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(4, 4), Reordered(), nn.ReLU())
+    out, calls = debug.trace_modules(net, _x())
+    assert [c.name for c in calls] == ["0", "1.early", "1.late", "1", "2", ""]
+    assert [c.leaf for c in calls] == [True, True, True, False, True, False]
+    assert all(c.finite and c.dtype == "float32" for c in calls)
+    assert calls[-1].absmax == pytest.approx(float(out.detach().abs().max()))
+    assert all(not m._forward_hooks for m in net.modules())
+
+
+def test_first_nonfinite_finds_the_producer_not_the_consumer():
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(4, 4), Blowup(1e5), nn.ReLU(), nn.Linear(4, 2)).half()
+    with torch.no_grad():
+        net[1].a.weight.fill_(1.0)
+    found = debug.first_nonfinite(net, _x(torch.float16).abs() + 1)
+    # the inline `* factor` overflows fp16; the first module *holding* inf is 1.b, which received it
+    assert found.name == "1.b" and not found.finite
+    assert found.inputs_finite is False
+    assert "between modules" in str(found)
+
+
+def test_first_nonfinite_inner_module_reported_before_its_parent():
+    net = nn.Sequential(nn.Sequential(nn.Identity(), nn.Linear(4, 4)), nn.ReLU())
+    with torch.no_grad():
+        net[0][1].weight.fill_(float("nan"))
+    found = debug.first_nonfinite(net, _x())
+    assert (found.name, found.module, found.kind, found.inputs_finite) == ("0.1", "Linear", "nan", True)
+
+
+def test_first_nonfinite_sees_through_a_later_relu_and_handles_tuples_and_kwargs():
+    class TupleOut(nn.Module):
+        def forward(self, x, *, shift):
+            return x, torch.log(x - shift)        # log of a negative number: NaN
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.t = TupleOut()
+            self.act = nn.ReLU()
+
+        def forward(self, x):
+            return self.act(torch.nan_to_num(self.t(x, shift=10.0)[1]))
+
+    net = Net()
+    out = net(_x())
+    assert torch.isfinite(out).all()              # the final output hides it
+    found = debug.first_nonfinite(net, _x())
+    assert found.name == "t" and found.kind == "nan"
+    assert debug.first_nonfinite(nn.Linear(4, 4), _x()) is None
+
+
+def test_trace_removes_hooks_when_forward_raises():
+    class Bad(nn.Module):
+        def forward(self, x):
+            raise RuntimeError("boom")
+
+    net = nn.Sequential(nn.Linear(4, 4), Bad())
+    with pytest.raises(RuntimeError, match="boom"):
+        debug.trace_modules(net, _x())
+    assert all(not m._forward_hooks for m in net.modules())
+
+
+def test_trace_rejects_non_modules():
+    with pytest.raises(TypeError, match="nn.Module"):
+        debug.trace_modules(lambda x: x, _x())
+
+
+def test_backward_anomaly_names_the_function_and_forward_line():
+    w = nn.Parameter(torch.tensor([0.0, 4.0]))
+
+    def loss_fn():
+        root = torch.sqrt(w)          # the backward of sqrt at 0 is inf; inf * 0 = NaN
+        return (root * torch.tensor([0.0, 1.0])).sum()
+
+    rep = debug.backward_anomaly(loss_fn)
+    assert rep.function == "SqrtBackward0"
+    assert rep.forward_function == "loss_fn" and "torch.sqrt(w)" in rep.forward_line
+    assert "SqrtBackward0" in str(rep)
+    w.grad = None
+    assert debug.backward_anomaly(lambda: (w * 2).sum()) is None
+    with pytest.raises(TypeError):
+        debug.backward_anomaly(3)
+
+
+def test_effective_eps_and_floor():
+    assert debug.effective_eps(1e-8, torch.float16) == 0.0
+    assert debug.effective_eps(1e-8, torch.bfloat16) > 0
+    assert debug.effective_eps(2.0 ** -25, torch.float16) == 0.0          # tie rounds to even: 0
+    assert debug.effective_eps(2.0 ** -25 * 1.01, torch.float16) == 2.0 ** -24
+    assert debug.effective_floor(torch.float16) == 2.0 ** -24
+    with pytest.raises(TypeError):
+        debug.effective_eps("1e-8", torch.float16)
+    with pytest.raises(TypeError):
+        debug.effective_eps(1e-8, torch.int32)
+
+
+def test_preflight_flags_eps_and_fp16_params():
+    model = nn.Sequential(nn.Linear(3, 3), nn.LayerNorm(3, eps=1e-12), nn.LayerNorm(3, eps=1e-8),
+                          nn.LayerNorm(3))
+    opt = torch.optim.Adam(model.parameters())               # eps=1e-8
+    found = debug.preflight(model, opt)
+    assert len(found) == 3, found
+    assert "Adam" in found[0] and "rounds to 0" in found[0]
+    assert found[1].startswith("1 (LayerNorm)") and "1/sqrt(eps) = 1e+06" in found[1]
+    assert found[2].startswith("2 (LayerNorm)") and "rounds to 0" in found[2] and "1/sqrt" not in found[2]
+    assert debug.preflight(model, opt, dtype=torch.bfloat16) == []
+    half = nn.Linear(3, 3).half()
+    msgs = debug.preflight(half, torch.optim.SGD(half.parameters(), lr=0.1))
+    assert len(msgs) == 1 and "Attempting to unscale FP16 gradients." in msgs[0]
+    assert debug.preflight(half, scaler=False) == []
+    with pytest.raises(ValueError):
+        debug.preflight()
+    with pytest.raises(TypeError):
+        debug.preflight(model, "adam")
+
+
+def test_preflight_agrees_with_what_gradscaler_does():
+    half = nn.Linear(3, 3).half()
+    opt = torch.optim.SGD(half.parameters(), lr=0.1)
+    scaler = torch.amp.GradScaler("cpu")
+    scaler.scale(half(torch.ones(2, 3, dtype=torch.float16)).float().sum()).backward()
+    with pytest.raises(ValueError, match="Attempting to unscale FP16 gradients."):
+        scaler.step(opt)
+
+
+def test_scale_verdict_separates_calibration_from_collapse():
+    healthy = [2.0 ** 16, 2.0 ** 15, 2.0 ** 14] + [2.0 ** 14] * 50
+    v = debug.scale_verdict(healthy)
+    assert "healthy" in v and "after 2 calibration" in v
+    falling = [2.0 ** 16] + [2.0 ** (16 - k // 4) for k in range(1, 80)]
+    v = debug.scale_verdict(falling)
+    assert "keeps falling" in v and "instead of tuning" in v
+    # growth that overshoots once in a while is healthy
+    sawtooth = [2.0 ** 10] + [2.0 ** (10 + (k % 20 == 19)) for k in range(1, 100)]
+    assert "healthy" in debug.scale_verdict(sawtooth, growth_interval=20)
+    for bad in ([1.0], [1.0, math.nan], [1.0, -2.0]):
+        with pytest.raises(ValueError):
+            debug.scale_verdict(bad)
+
+
+def test_nonfinite_rows():
+    x = torch.tensor([[1.0, math.nan], [1.0, 2.0], [math.inf, 0.0], [0.0, 0.0]])
+    assert debug.nonfinite_rows(x).tolist() == [0, 2]
+    assert debug.nonfinite_rows(torch.ones(3, 2, 2)).tolist() == []
+    assert debug.nonfinite_rows(torch.ones(3, dtype=torch.long)).tolist() == []
+    with pytest.raises(ValueError):
+        debug.nonfinite_rows(torch.tensor(1.0))
