@@ -38,7 +38,7 @@ import torch
 
 __all__ = [
     "Format", "FORMATS", "Decomposed", "decompose", "encode", "decode", "quantize",
-    "ulp", "representable", "neighbours", "running_sum", "OVERFLOW_POLICIES",
+    "get_format", "ulp", "representable", "neighbours", "running_sum", "OVERFLOW_POLICIES",
 ]
 
 OVERFLOW_POLICIES = ("inf", "nan", "saturate")
@@ -170,7 +170,8 @@ FORMATS: dict[str, Format] = {f.name: f for f in (
 _FP32 = FORMATS["fp32"]
 
 
-def _resolve(fmt) -> Format:
+def get_format(fmt) -> Format:
+    """The :class:`Format` for a name in :data:`FORMATS`, a torch dtype, or a Format itself."""
     if isinstance(fmt, Format):
         return fmt
     if isinstance(fmt, str):
@@ -233,7 +234,7 @@ def _round_f64(x: torch.Tensor, f: Format) -> torch.Tensor:
 
 def decode(codes, fmt) -> torch.Tensor:
     """The float64 values of bit patterns ``codes`` (ints, or an integer tensor) in ``fmt``."""
-    f = _resolve(fmt)
+    f = get_format(fmt)
     codes = torch.as_tensor(codes)
     if codes.is_floating_point() or codes.is_complex() or codes.dtype == torch.bool:
         raise TypeError(f"codes must be integers (bit patterns), got dtype {codes.dtype}")
@@ -268,14 +269,14 @@ def _as_values(x) -> torch.Tensor:
 
 def encode(x, fmt) -> torch.Tensor:
     """Bit patterns (int64) that ``fmt`` stores for each value of ``x``: float32 first, then ``fmt``."""
-    f = _resolve(fmt)
+    f = get_format(fmt)
     x32 = decode(_round_f64(_as_values(x), _FP32), _FP32)
     return _round_f64(x32, f)
 
 
 def quantize(x, fmt) -> torch.Tensor:
     """The values (float64) that ``fmt`` stores for ``x``: what ``x.float().to(dtype)`` gives."""
-    f = _resolve(fmt)
+    f = get_format(fmt)
     return decode(encode(x, f), f)
 
 
@@ -356,7 +357,7 @@ def decompose(x, fmt) -> Decomposed:
     >>> d.kind, d.value, d.bits
     ('zero', 0.0, '0000000000000000')
     """
-    f = _resolve(fmt)
+    f = get_format(fmt)
     xv = _as_float(x)
     x32 = float(quantize(torch.tensor([xv], dtype=torch.float64), _FP32)[0])
     code = int(encode(torch.tensor([xv], dtype=torch.float64), f)[0])
@@ -380,7 +381,7 @@ def ulp(x, fmt) -> float:
     Within the subnormal range (and at 0) it is the smallest subnormal. An update smaller than
     half of it vanishes: ``w + u == w`` when ``|u| < ulp(w) / 2``.
     """
-    f = _resolve(fmt)
+    f = get_format(fmt)
     a = abs(_as_float(x))
     if not math.isfinite(a):
         raise ValueError(f"x must be finite, got {x!r}")
@@ -404,7 +405,7 @@ def representable(fmt, lo=-math.inf, hi=math.inf) -> torch.Tensor:
 
     Zero appears once. fp32 and tf32 have too many values to list; use :func:`ulp` for them.
     """
-    f = _resolve(fmt)
+    f = get_format(fmt)
     if f.bits > 16:
         small = ", ".join(k for k, v in FORMATS.items() if v.bits <= 16)
         raise ValueError(f"{f.name} has {f.bits} bits, too many values to list; accepted: "

@@ -75,3 +75,72 @@ def fp16_landmarks(ax, axis: str = "x", *, which=("floor", "normal", "max"), tex
         v, lab, col, ls = marks[key]
         line(v, color=col, ls=ls, lw=1.2, label=lab if text else None)
     return ax
+
+
+# --- bit fields and number lines (lesson 01) --------------------------------------------------
+__all__ += ["FIELD_COLORS", "bit_layouts", "number_line"]
+
+# One colour per bit field, shared by the figures and the widgets' coloured bits.
+FIELD_COLORS = {"sign": "#d62728", "exponent": "#1f77b4", "mantissa": "#2ca02c"}
+
+
+def bit_layouts(ax, formats):
+    """Draw each format's bits as a row of boxes coloured by field, most significant bit left.
+
+    ``formats`` are objects with ``name``, ``exponent_bits`` and ``mantissa_bits``
+    (e.g. ``amp_edu.formats.FORMATS.values()``).
+    """
+    from matplotlib.patches import Patch, Rectangle
+
+    formats = list(formats)
+    if not formats:
+        raise ValueError("formats must name at least one format")
+    width = 0
+    for row, f in enumerate(formats):
+        y = len(formats) - 1 - row
+        fields = (("sign", 1), ("exponent", f.exponent_bits), ("mantissa", f.mantissa_bits))
+        x = 0
+        for field, n in fields:
+            for _ in range(n):
+                ax.add_patch(Rectangle((x, y + 0.1), 1, 0.8, facecolor=FIELD_COLORS[field],
+                                       edgecolor="white", lw=0.8))
+                x += 1
+            ax.text(x - n / 2, y + 0.5, str(n), ha="center", va="center", color="white",
+                    fontsize=8, fontweight="bold")
+        width = max(width, x)
+    ax.set_xlim(0, width)
+    ax.set_ylim(0, len(formats))
+    ax.set_yticks([len(formats) - 1 - i + 0.5 for i in range(len(formats))])
+    ax.set_yticklabels([f.name for f in formats])
+    ax.set_xlabel("bit position (most significant first); numbers = field width in bits")
+    ax.legend(handles=[Patch(color=c, label=k) for k, c in FIELD_COLORS.items()],
+              loc="lower right", fontsize=8, ncol=3)
+    for side in ("top", "right", "left"):
+        ax.spines[side].set_visible(False)
+    return ax
+
+
+def number_line(ax, values, *, x=None, stored=None, label: str = "representable values"):
+    """Representable ``values`` as ticks on a line, the rounding boundaries (midpoints) between
+    them as dotted ticks, and optionally the input ``x`` and the value ``stored`` for it."""
+    import numpy as np
+
+    v = np.asarray(values, dtype=float)
+    if v.ndim != 1 or v.size == 0:
+        raise ValueError("values must be a non-empty 1-D sequence")
+    ax.axhline(0, color="#7f7f7f", lw=0.8)
+    ax.vlines(v, -0.3, 0.3, color="#1f77b4", lw=1.5, label=label)
+    if v.size > 1:
+        mids = (v[1:] + v[:-1]) / 2
+        ax.vlines(mids, -0.12, 0.12, color="#7f7f7f", lw=0.8, linestyles=":",
+                  label="rounding boundaries (ties)")
+    if x is not None:
+        ax.plot([x], [0.45], marker="v", color="#d62728", ms=9, ls="none", label=f"x = {x:.6g}")
+    if stored is not None and np.isfinite(stored):
+        ax.plot([stored], [-0.45], marker="^", color="#2ca02c", ms=9, ls="none",
+                label=f"stored = {stored:.6g}")
+    ax.set_ylim(-1, 1.2)
+    ax.set_yticks([])
+    ax.set_xlabel("value")
+    ax.legend(loc="upper center", ncol=4, fontsize=8, frameon=False)
+    return ax

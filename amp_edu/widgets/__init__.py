@@ -6,3 +6,4 @@ set a control's ``value`` and assert on what the widget shows, headless.
 
 One module per lesson's widget; this package re-exports them.
 """
+from .formats import FormatExplorer, NumberLine, format_explorer, number_line_view  # lesson 01
