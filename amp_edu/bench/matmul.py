@@ -1,0 +1,157 @@
+"""Matmul throughput per dtype, measured the careful way, with each dtype's error.
+
+One measurement is :func:`run_matmul`: random operands (never zeros — a GPU multiplying zeros
+draws less power and clocks higher), TF32 switched on or off *explicitly* for the run and restored
+afterwards, then :func:`amp_edu.bench.timing.measure` (warm-up, CUDA events or a CPU ``Timer``
+with all threads, median and IQR of many repeats). Throughput is ``2·m·k·n / median`` FLOP/s.
+
+The error is the product's relative Frobenius error against float64 applied to the *same fp32
+data*: it includes the rounding of the inputs to the dtype, so it is what you give up by running
+the matmul in that dtype.
+
+Dtype names follow ``torch.dtype`` (``float32``, ``float16``, ``bfloat16``, ``float8_e4m3fn``),
+plus ``tf32``: fp32 storage with TF32 Tensor Core math. fp8 goes through ``torch._scaled_mm``
+(per-tensor scales, bf16 output), which needs compute capability 8.9+ and dimensions divisible
+by 16.
+
+A dtype the hardware cannot run fast (fp16 — or bf16 — matmul on a CPU without AVX512_FP16 /
+AMX units) takes a slow fallback path; :func:`slow_path` names it so the sweep caps its size
+instead of running for minutes.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..device import DeviceInfo
+from . import roofline
+from .env import tf32
+from .timing import measure
+
+__all__ = ["DTYPES", "operands", "matmul_fn", "relative_error", "unsupported", "slow_path",
+           "result_row", "run_matmul"]
+
+DTYPES = ("float32", "tf32", "float16", "bfloat16", "float8_e4m3fn")
+_TORCH = {"float32": torch.float32, "tf32": torch.float32, "float16": torch.float16,
+          "bfloat16": torch.bfloat16, "float8_e4m3fn": torch.float8_e4m3fn}
+_FP8_MAX = 448.0  # largest finite e4m3fn value
+
+
+def _check_dtype(dtype: str) -> str:
+    if dtype not in _TORCH:
+        raise ValueError(f"dtype must be one of {', '.join(DTYPES)}; got {dtype!r}")
+    return dtype
+
+
+def _check_shape(shape) -> tuple[int, int, int]:
+    if not isinstance(shape, (list, tuple)) or len(shape) != 3:
+        raise ValueError(f"shape must be [m, k, n] (A is m×k, B is k×n), got {shape!r}")
+    roofline.matmul_flops(*shape)  # validates the three dims
+    return tuple(shape)
+
+
+def operands(shape, *, device="cpu", seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Random fp32 ``A`` (m×k) and ``B`` (k×n), standard normal, from a seeded generator."""
+    m, k, n = _check_shape(shape)
+    dev = torch.device(device)
+    g = torch.Generator(device=dev).manual_seed(seed)
+    return (torch.randn(m, k, generator=g, device=dev), torch.randn(k, n, generator=g, device=dev))
+
+
+def _fp8(x: torch.Tensor, column_major: bool):
+    scale = (x.abs().amax().float() / _FP8_MAX).clamp(min=1e-12)
+    q = (x / scale).to(torch.float8_e4m3fn)
+    if column_major:  # _scaled_mm wants its second operand column-major
+        q = q.t().contiguous().t()
+    return q, scale
+
+
+def matmul_fn(a: torch.Tensor, b: torch.Tensor, dtype: str):
+    """``fn()`` computing ``a @ b`` in ``dtype`` on operands cast once, outside the timed call.
+
+    For ``tf32`` the caller must switch TF32 on (:func:`amp_edu.bench.env.tf32`).
+    """
+    _check_dtype(dtype)
+    if dtype == "float8_e4m3fn":
+        qa, sa = _fp8(a, column_major=False)
+        qb, sb = _fp8(b, column_major=True)
+
+        def fn():
+            out = torch._scaled_mm(qa, qb, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)
+            return out[0] if isinstance(out, tuple) else out  # torch < 2.4 returned (out, amax)
+        return fn
+    ca, cb = a.to(_TORCH[dtype]), b.to(_TORCH[dtype])
+    return lambda: ca @ cb
+
+
+def relative_error(c: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> float:
+    """``‖c − a·b‖ / ‖a·b‖`` (Frobenius) with ``a·b`` computed in float64."""
+    ref = a.double() @ b.double()
+    return float((c.double() - ref).norm() / ref.norm())
+
+
+def unsupported(dtype: str, shape, dev: DeviceInfo) -> str | None:
+    """Why ``dtype`` cannot run at ``shape`` on this device, or ``None`` if it can."""
+    _check_dtype(dtype)
+    if dtype == "tf32":
+        if dev.device != "cuda":
+            return "TF32 is a Tensor Core input mode of NVIDIA GPUs (compute capability 8.0+); a CPU has none"
+        if dev.compute_capability < (8, 0):
+            return f"TF32 needs compute capability 8.0+, this GPU has {dev.compute_capability}"
+    if dtype == "bfloat16" and dev.device == "cuda" and not dev.bf16_native:
+        return "this GPU has no native bf16 (it would be emulated)"
+    if dtype == "float8_e4m3fn":
+        if dev.device != "cuda":
+            return "fp8 matmul runs on fp8 Tensor Cores (compute capability 8.9+); a CPU has none"
+        if not dev.fp8:
+            return f"fp8 matmul needs compute capability 8.9+, this GPU has {dev.compute_capability}"
+        if any(d % 16 for d in shape):
+            return "torch._scaled_mm needs every dimension divisible by 16"
+    return None
+
+
+def slow_path(dtype: str, dev: DeviceInfo) -> str | None:
+    """A label when ``dtype`` matmul has no fast hardware here (so the sweep caps its size)."""
+    _check_dtype(dtype)
+    if dev.device != "cpu":
+        return None
+    if dtype == "float16" and not dev.cpu_fp16_fast:
+        return "slow path: this CPU has no AVX512_FP16/AMX-FP16, so fp16 matmul is emulated"
+    if dtype == "bfloat16" and not dev.cpu_bf16_fast:
+        return "slow path: this CPU has no AVX512_BF16/AMX-BF16, so bf16 matmul is emulated"
+    return None
+
+
+def result_row(dtype: str, shape, timing, rel_error: float | None = None) -> dict:
+    """The bench's result row for a timed ``[m, k, n]`` matmul in ``dtype`` (a :class:`Timing`)."""
+    _check_dtype(dtype)
+    m, k, n = _check_shape(shape)
+    flops = roofline.matmul_flops(m, k, n)
+    out_dtype = torch.bfloat16 if dtype == "float8_e4m3fn" else None
+    return {
+        "kind": "matmul", "dtype": dtype, "shape": [m, k, n],
+        "median_s": timing.median_s, "iqr_s": timing.iqr_s, "n_repeats": timing.n,
+        "tflops": flops / timing.median_s / 1e12,
+        "flops": flops,
+        "bytes": roofline.matmul_bytes(m, k, n, _TORCH[dtype], out_dtype),
+        "intensity": roofline.arithmetic_intensity(m, k, n, _TORCH[dtype], out_dtype),
+        "rel_error": rel_error,
+    }
+
+
+def run_matmul(dtype: str, shape, *, device="cpu", repeats: int = 10, min_time_s: float = 0.1,
+               warmup: int = 2, error: bool = True, seed: int = 0) -> dict:
+    """Time one ``[m, k, n]`` matmul in ``dtype`` on its own; returns a result row.
+
+    ``error=False`` skips the float64 reference (it costs a float64 matmul of the same size).
+    To compare dtypes, time them side by side instead (:func:`amp_edu.bench.run` does).
+    """
+    _check_dtype(dtype)
+    shape = _check_shape(shape)
+    dev = torch.device(device)
+    a, b = operands(shape, device=dev, seed=seed)
+    fn = matmul_fn(a, b, dtype)
+    with tf32(dtype == "tf32"):  # explicit either way, restored afterwards
+        t = measure(fn, device=dev, warmup=warmup, repeats=repeats, min_time_s=min_time_s)
+        err = relative_error(fn(), a, b) if error else None
+    return result_row(dtype, shape, t, err)

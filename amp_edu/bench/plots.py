@@ -1,0 +1,137 @@
+"""Pictures of benchmark results: throughput vs size, the roofline, speed-ups against claims.
+
+Each function takes result documents (:mod:`amp_edu.bench.report`) — the learner's run and any
+references — so the same picture shows this machine next to the committed real runs. Magnitudes
+go on log2 axes with units (:mod:`amp_edu.viz`).
+"""
+
+from __future__ import annotations
+
+from ..viz import color_for, fig_ax, log2_axis
+from . import report, roofline
+from .peaks import lookup
+
+__all__ = ["plot_sweep", "plot_roofline", "plot_speedups", "plot_groups"]
+
+_SHORT = {"float32": "fp32", "tf32": "tf32", "float16": "fp16", "bfloat16": "bf16", "float8_e4m3fn": "fp8"}
+
+
+def _label(dt: str) -> str:
+    return _SHORT.get(dt, dt)
+
+
+def plot_sweep(doc: dict, ax=None, *, title: str | None = None):
+    """TFLOP/s against the square size n (n×n×n) per dtype, with each dtype's peak as a dashed line."""
+    if ax is None:
+        _, ax = fig_ax()
+    square = report.rows(doc, "matmul", group="square")
+    for dt in report.DTYPE_NAMES:
+        pts = sorted((r["shape"][0], r["tflops"]) for r in square if r["dtype"] == dt)
+        if not pts:
+            continue
+        col = color_for(dt)
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", color=col, label=_label(dt))
+        peak = next((r["peak_tflops"] for r in square if r["dtype"] == dt and r.get("peak_tflops")), None)
+        if peak:
+            ax.axhline(peak, color=col, ls="--", lw=1, alpha=0.7)
+    return _finish(ax, doc, title, "matrix size n (an n×n by n×n matmul)", "dashed: peak")
+
+
+def _finish(ax, doc, title, xlabel, legend_title):
+    """log2 axes, the machine as title, legend and grid: the look of every throughput plot."""
+    log2_axis(ax, "x", label=xlabel)
+    log2_axis(ax, "y", label="achieved TFLOP/s")
+    ax.set_title(title or report.describe(doc), fontsize=9)
+    ax.legend(fontsize=8, title=legend_title, title_fontsize=7)
+    ax.grid(alpha=0.3, which="both")
+    return ax
+
+
+def _roof(doc: dict):
+    """``{dtype: (peak TFLOP/s, bandwidth GB/s)}`` for the roofline of ``doc``'s machine (on a CPU
+    one roof: the measured fp32 rate, which :func:`report.annotate` uses as every dtype's peak)."""
+    bw = (doc.get("bandwidth") or {}).get("gb_per_s")
+    out = {}
+    for r in report.rows(doc, "matmul"):
+        if r.get("peak_tflops") and r["dtype"] not in out:
+            b = bw
+            if doc["environment"]["device"] == "cuda":
+                entry = lookup(doc["environment"]["device_name"])
+                b = entry.bandwidth_gbs if entry else bw
+            if b and (r["peak_tflops"], b) not in out.values():
+                out[r["dtype"]] = (r["peak_tflops"], b)
+    return out
+
+
+def plot_roofline(doc: dict, ax=None, *, title: str | None = None):
+    """Every measured matmul at (arithmetic intensity, TFLOP/s), under each dtype's roofline."""
+    if ax is None:
+        _, ax = fig_ax()
+    mm = report.rows(doc, "matmul")
+    ais = [r["intensity"] for r in mm] or [1.0]
+    lo, hi = min(ais) / 2, max(ais) * 2
+    for dt, (peak, bw) in _roof(doc).items():
+        ridge = roofline.ridge_point(peak, bw)
+        xs = sorted({lo, hi, min(max(ridge, lo), hi)})
+        ax.plot(xs, [roofline.attainable_tflops(x, peak, bw) for x in xs], "-", color=color_for(dt), lw=1.5,
+                alpha=0.6)
+    for dt in report.DTYPE_NAMES:
+        pts = [(r["intensity"], r["tflops"]) for r in mm if r["dtype"] == dt]
+        if pts:
+            ax.scatter([p[0] for p in pts], [p[1] for p in pts], color=color_for(dt), label=_label(dt), zorder=3, s=18)
+    return _finish(ax, doc, title, "arithmetic intensity (FLOP per byte moved)", "lines: roofline")
+
+
+def plot_speedups(docs: dict[str, dict], claims: dict[str, tuple[float, float]], ax=None):
+    """Matmul throughput ratio (best fp16/bf16 rate over best fp32 rate) and training-step speed-up
+    per machine, against the claimed ranges ``claims = {"matmul": (lo, hi), "train_step": (lo, hi)}``."""
+    if ax is None:
+        _, ax = fig_ax(8, 3.6)
+    names, x = list(docs), 0
+    ticks, labels = [], []
+    for kind, (lo, hi) in claims.items():
+        start = x
+        for name in names:
+            doc = docs[name]
+            for dt in ("float16", "bfloat16"):
+                if kind == "matmul":
+                    v = report.throughput_ratio(doc, dt)
+                else:
+                    v = report.train_speedups(doc).get("amp_fp16" if dt == "float16" else "amp_bf16")
+                if v is None:
+                    continue
+                ax.bar(x, v, color=color_for(dt), width=0.8)
+                ticks.append(x)
+                labels.append(f"{name}\n{_label(dt)}")
+                x += 1
+        ax.fill_between([start - 0.5, x - 0.5], lo, hi, color="grey", alpha=0.2, lw=0)
+        ax.text(start - 0.4, hi, f"claim: {kind.replace('_', ' ')} {lo:g}–{hi:g}×", fontsize=8, va="bottom")
+        x += 1
+    ax.axhline(1.0, color="black", lw=0.8)
+    ax.set_xticks(ticks, labels, fontsize=7)
+    log2_axis(ax, "y", label="speed-up over fp32 (×)")
+    ax.grid(alpha=0.3, axis="y", which="both")
+    return ax
+
+
+def plot_groups(doc: dict, group: str, ax=None, *, title: str | None = None):
+    """Bars of TFLOP/s per shape of sweep ``group`` (e.g. ``"align"``), one bar per dtype."""
+    if ax is None:
+        _, ax = fig_ax()
+    rs = [r for r in report.rows(doc, "matmul") if group in r.get("groups", [r.get("group")])]
+    shapes = sorted({tuple(r["shape"]) for r in rs})
+    dts = [dt for dt in report.DTYPE_NAMES if any(r["dtype"] == dt for r in rs)]
+    w = 0.8 / max(len(dts), 1)
+    for j, dt in enumerate(dts):
+        for i, s in enumerate(shapes):
+            v = next((r["tflops"] for r in rs if r["dtype"] == dt and tuple(r["shape"]) == s), None)
+            if v is not None:
+                ax.bar(i + j * w, v, width=w, color=color_for(dt), label=_label(dt) if i == 0 else None)
+    ax.set_xticks([i + w * (len(dts) - 1) / 2 for i in range(len(shapes))], [report.shape_label(s) for s in shapes],
+                  fontsize=8)
+    ax.set_ylabel("achieved TFLOP/s")
+    ax.set_title(title or report.describe(doc), fontsize=9)
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3, axis="y")
+    return ax
+

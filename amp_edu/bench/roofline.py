@@ -1,0 +1,128 @@
+"""Arithmetic intensity and the roofline: is a matmul limited by arithmetic or by memory?
+
+A matmul ``C = A @ B`` with A of shape m×k and B of shape k×n does ``m·n`` dot products of length
+``k``: one multiply and one add each, so **2·m·k·n** floating-point operations (FLOPs). To do it,
+the device must at least read A and B and write C once: **(m·k + k·n + m·n) · itemsize** bytes.
+
+Their ratio is the *arithmetic intensity* (FLOP per byte). A device that does ``peak`` FLOP/s and
+moves ``bandwidth`` bytes/s can sustain at most::
+
+    attainable = min(peak, intensity × bandwidth)            # the roofline (Williams et al., 2009)
+
+Below the *ridge point* ``peak / bandwidth`` the matmul is **memory-bound** (faster arithmetic,
+e.g. Tensor Cores, does not help; fewer bytes, e.g. fp16 instead of fp32, does); above it the
+matmul is **compute-bound**. A large square matmul is far above the ridge; a skinny one (m = 1..16,
+a batch of one token) is far below it.
+
+All sizes are counted with the *minimum* traffic (each operand touched once); real kernels move
+more, so the roofline is an upper bound.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+__all__ = ["itemsize", "matmul_flops", "matmul_bytes", "arithmetic_intensity", "ridge_point",
+           "attainable_tflops", "bound", "tile_waves"]
+
+_ALIASES = {
+    "fp32": torch.float32, "float32": torch.float32, "tf32": torch.float32,
+    "fp16": torch.float16, "float16": torch.float16, "half": torch.float16,
+    "bf16": torch.bfloat16, "bfloat16": torch.bfloat16,
+    "fp8": torch.float8_e4m3fn, "fp8_e4m3": torch.float8_e4m3fn, "float8_e4m3fn": torch.float8_e4m3fn,
+    "fp8_e5m2": torch.float8_e5m2, "float8_e5m2": torch.float8_e5m2,
+    "fp64": torch.float64, "float64": torch.float64,
+}
+
+
+def itemsize(dtype) -> int:
+    """Bytes per element of ``dtype``: a ``torch.dtype`` or a name such as ``"bf16"`` or ``"tf32"``.
+
+    tf32 is stored as fp32 (4 bytes): it is a Tensor Core *input mode*, not a storage format.
+    """
+    if isinstance(dtype, torch.dtype):
+        if not dtype.is_floating_point:
+            raise ValueError(f"dtype must be a floating-point dtype, got {dtype}")
+        return dtype.itemsize
+    if isinstance(dtype, str):
+        key = dtype.replace("torch.", "")
+        if key in _ALIASES:
+            return _ALIASES[key].itemsize
+        raise ValueError(f"unknown dtype name {dtype!r}; accepted: {', '.join(sorted(_ALIASES))}")
+    raise TypeError(f"dtype must be a torch.dtype or a name such as 'bf16', got {type(dtype).__name__}")
+
+
+def _dims(m, k, n) -> tuple[int, int, int]:
+    for name, v in (("m", m), ("k", k), ("n", n)):
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise TypeError(f"{name} must be an int, got {type(v).__name__}")
+        if v < 1:
+            raise ValueError(f"{name} must be >= 1, got {v}")
+    return m, k, n
+
+
+def matmul_flops(m: int, k: int, n: int) -> int:
+    """FLOPs of an (m×k) @ (k×n) matmul: 2·m·k·n (a multiply and an add per term)."""
+    m, k, n = _dims(m, k, n)
+    return 2 * m * k * n
+
+
+def matmul_bytes(m: int, k: int, n: int, dtype, out_dtype=None) -> int:
+    """Minimum bytes moved: read A (m×k) and B (k×n), write C (m×n).
+
+    ``out_dtype`` defaults to ``dtype`` (fp8 matmuls usually write bf16: pass it).
+    """
+    m, k, n = _dims(m, k, n)
+    out = itemsize(out_dtype if out_dtype is not None else dtype)
+    return (m * k + k * n) * itemsize(dtype) + m * n * out
+
+
+def arithmetic_intensity(m: int, k: int, n: int, dtype, out_dtype=None) -> float:
+    """FLOP per byte of the matmul: :func:`matmul_flops` / :func:`matmul_bytes`."""
+    return matmul_flops(m, k, n) / matmul_bytes(m, k, n, dtype, out_dtype)
+
+
+def _positive(name, v) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise TypeError(f"{name} must be a number, got {type(v).__name__}")
+    if not (v > 0 and math.isfinite(v)):
+        raise ValueError(f"{name} must be a positive finite number, got {v}")
+    return float(v)
+
+
+def ridge_point(peak_tflops: float, bandwidth_gbs: float) -> float:
+    """Intensity (FLOP/byte) where the roofline bends: peak FLOP/s ÷ bandwidth bytes/s."""
+    return _positive("peak_tflops", peak_tflops) * 1e12 / (_positive("bandwidth_gbs", bandwidth_gbs) * 1e9)
+
+
+def attainable_tflops(intensity: float, peak_tflops: float, bandwidth_gbs: float) -> float:
+    """The roofline: ``min(peak, intensity × bandwidth)`` in TFLOP/s."""
+    ai = _positive("intensity", intensity)
+    return min(_positive("peak_tflops", peak_tflops), ai * _positive("bandwidth_gbs", bandwidth_gbs) * 1e9 / 1e12)
+
+
+def bound(intensity: float, peak_tflops: float, bandwidth_gbs: float) -> str:
+    """``"memory"`` if ``intensity`` is below the ridge point, else ``"compute"``."""
+    return "memory" if _positive("intensity", intensity) < ridge_point(peak_tflops, bandwidth_gbs) else "compute"
+
+
+def tile_waves(m: int, n: int, *, sm_count: int, tile: tuple[int, int] = (128, 128)) -> dict:
+    """Wave quantization: a GPU matmul kernel cuts C (m×n) into tiles, one per thread block, and
+    runs them in *waves* of ``sm_count`` tiles (one per streaming multiprocessor, SM).
+
+    The last wave may be almost empty: with 132 SMs, 133 tiles take two waves, like 264 would.
+    Returns ``tiles``, ``waves`` and ``efficiency`` = tiles / (waves × sm_count), the fraction of the
+    SM-time that does useful work. (Real kernels pick other tile shapes and may run several tiles
+    per SM; this is the simplest model that shows the staircase.)
+    """
+    _dims(m, 1, n)
+    if isinstance(sm_count, bool) or not isinstance(sm_count, int) or sm_count < 1:
+        raise ValueError(f"sm_count must be a positive int, got {sm_count!r}")
+    if (not isinstance(tile, (tuple, list)) or len(tile) != 2
+            or not all(isinstance(t, int) and not isinstance(t, bool) and t > 0 for t in tile)):
+        raise ValueError(f"tile must be (rows, cols) of positive ints, got {tile!r}")
+    tiles = math.ceil(m / tile[0]) * math.ceil(n / tile[1])
+    waves = math.ceil(tiles / sm_count)
+    return {"tiles": tiles, "waves": waves, "efficiency": tiles / (waves * sm_count)}

@@ -1,0 +1,106 @@
+"""One training step of the same model in fp32, AMP fp16 and AMP bf16: time, speed-up, memory.
+
+A step is what a training loop repeats: zero the gradients, forward under autocast, loss,
+backward, optimizer step (through a GradScaler for fp16). Matmul speed-ups shrink end to end
+because the rest — element-wise ops, the optimizer, casts, Python — does not get faster, and
+autocast even adds the casts. This benchmark measures what is left of the matmul speed-up.
+
+Memory is reported two ways: the bytes autograd saves for backward (:mod:`amp_edu.memory`, any
+device) and, on a GPU, the allocator's peak during a step (``torch.cuda.max_memory_allocated``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+import torch.nn.functional as F
+
+from .. import memory
+from ..device import DeviceInfo
+from ..models import MLP, n_params
+from .env import tf32
+from .matmul import slow_path
+from .timing import measure
+
+__all__ = ["RECIPES", "recipe_dtype", "unsupported", "make_step", "run_train_step"]
+
+RECIPES = ("fp32", "amp_fp16", "amp_bf16")
+_DTYPE = {"fp32": torch.float32, "amp_fp16": torch.float16, "amp_bf16": torch.bfloat16}
+
+
+def recipe_dtype(recipe: str) -> torch.dtype:
+    if recipe not in _DTYPE:
+        raise ValueError(f"recipe must be one of {', '.join(RECIPES)}; got {recipe!r}")
+    return _DTYPE[recipe]
+
+
+def unsupported(recipe: str, dev: DeviceInfo) -> str | None:
+    """Why ``recipe`` cannot run on this device, or ``None``."""
+    recipe_dtype(recipe)
+    if recipe == "amp_bf16" and dev.device == "cuda" and not dev.bf16_native:
+        return "this GPU has no native bf16 (it would be emulated)"
+    return None
+
+
+def make_step(model, x, y, recipe: str):
+    """``step()`` doing one full training step of ``model`` on ``(x, y)`` with ``recipe``."""
+    dtype = recipe_dtype(recipe)
+    dev_type = x.device.type
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    scaler = torch.amp.GradScaler(dev_type) if recipe == "amp_fp16" else None
+    ctx = (lambda: torch.autocast(dev_type, dtype=dtype)) if recipe != "fp32" else contextlib.nullcontext
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        with ctx():
+            loss = F.cross_entropy(model(x), y)
+        if scaler is not None:
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+        else:
+            loss.backward()
+            opt.step()
+        return loss
+
+    return step
+
+
+def run_train_step(recipe: str, *, batch: int, in_features: int, width: int, depth: int,
+                   n_classes: int = 10, device="cpu", repeats: int = 10, min_time_s: float = 0.1,
+                   seed: int = 0) -> dict:
+    """Time one training step of an :class:`amp_edu.models.MLP` with ``recipe``; a result row."""
+    dtype = recipe_dtype(recipe)
+    for name, v in (("batch", batch), ("in_features", in_features), ("width", width),
+                    ("depth", depth), ("n_classes", n_classes)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"{name} must be a positive int, got {v!r}")
+    dev = torch.device(device)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = MLP(in_features, n_classes, width=width, depth=depth).to(dev)
+    g = torch.Generator(device=dev).manual_seed(seed)
+    x = torch.randn(batch, in_features, generator=g, device=dev)
+    y = torch.randint(0, n_classes, (batch,), generator=g, device=dev)
+    step = make_step(model, x, y, recipe)
+    with tf32(False):  # the fp32 baseline is IEEE fp32, recorded as such
+        t = measure(step, device=dev, warmup=2, repeats=repeats, min_time_s=min_time_s)
+        peak = memory.peak_cuda_bytes(step, dev) if dev.type == "cuda" else None
+    saved = memory.saved_bytes(model, x, dtype=dtype, loss_fn=F.cross_entropy, target=y)
+    return {
+        "kind": "train_step", "dtype": str(dtype).replace("torch.", ""), "recipe": recipe,
+        "shape": [batch, in_features, width, depth, n_classes],
+        "model": f"MLP({in_features}→{width}×{depth}→{n_classes}), AdamW, batch {batch}",
+        "n_params": n_params(model),
+        "median_s": t.median_s, "iqr_s": t.iqr_s, "n_repeats": t.n,
+        "samples_per_s": batch / t.median_s,
+        "saved_activation_bytes": saved.activation_bytes,
+        "saved_weight_copy_bytes": saved.weight_copy_bytes,
+        "peak_memory_bytes": peak,
+    }
+
+
+def slow_recipe(recipe: str, dev: DeviceInfo) -> str | None:
+    """The slow-path label of the recipe's matmul dtype on this device (see :func:`slow_path`)."""
+    return None if recipe == "fp32" else slow_path(str(recipe_dtype(recipe)).replace("torch.", ""), dev)
