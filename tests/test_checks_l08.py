@@ -1,0 +1,153 @@
+"""Lesson 08's grader runs the learner's loop: the recipe passes, each classic mistake fails."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from amp_edu.checks import l08
+from amp_edu.checks.core import CheckFailed
+
+clip = torch.nn.utils.clip_grad_norm_
+
+
+def recipe(model, optimizer, scaler, batches, *, accum_steps=1, max_norm=None, device_type="cpu",
+           dtype=torch.float16):
+    """A correct loop written differently from the reference (zero_grad first, loss scaled then divided)."""
+    for i, (x, y) in enumerate(batches):
+        if i % accum_steps == 0:
+            optimizer.zero_grad(set_to_none=False)
+        with torch.amp.autocast(device_type, dtype=dtype):
+            out = model(x)
+            loss = F.cross_entropy(out, y)
+        (scaler.scale(loss) / accum_steps).backward()
+        if (i + 1) % accum_steps == 0:
+            scaler.unscale_(optimizer)
+            if max_norm is not None:
+                clip([p for g in optimizer.param_groups for p in g["params"]], max_norm)
+            scaler.step(optimizer)
+            scaler.update()
+
+
+def _loop(*, autocast_loss=True, divide=True, clip_mode="unscale_first", step="scaler", update="step",
+          zero="after_step", step_when="last", double_step=False, unscale_every=False):
+    def fn(model, optimizer, scaler, batches, *, accum_steps=1, max_norm=None, device_type="cpu",
+           dtype=torch.float16):
+        optimizer.zero_grad()
+        for i, (x, y) in enumerate(batches, start=1):
+            if zero == "every_micro":
+                optimizer.zero_grad()
+            with torch.autocast(device_type, dtype=dtype):
+                out = model(x)
+                if autocast_loss:
+                    loss = F.cross_entropy(out, y)
+            if not autocast_loss:
+                loss = F.cross_entropy(out, y)
+            if divide:
+                loss = loss / accum_steps
+            scaler.scale(loss).backward()
+            if unscale_every:
+                scaler.unscale_(optimizer)
+            if zero == "before_step":
+                optimizer.zero_grad()
+            if update == "every_micro":
+                scaler.update()
+            stepping = (i % accum_steps == 0) if step_when == "last" else ((i - 1) % accum_steps == 0)
+            if stepping:
+                if max_norm is not None:
+                    if clip_mode == "unscale_first":
+                        scaler.unscale_(optimizer)
+                        clip(model.parameters(), max_norm)
+                    elif clip_mode == "clip_first":
+                        clip(model.parameters(), max_norm)
+                        scaler.unscale_(optimizer)
+                    else:
+                        clip(model.parameters(), max_norm)
+                if step == "scaler":
+                    scaler.step(optimizer)
+                    if double_step:
+                        scaler.step(optimizer)
+                else:
+                    scaler.unscale_(optimizer) if clip_mode != "unscale_first" or max_norm is None else None
+                    optimizer.step()
+                if update == "step":
+                    scaler.update()
+                if zero == "after_step":
+                    optimizer.zero_grad()
+    return fn
+
+
+def seed_loop(model, optimizer, scaler, batches, *, accum_steps=1, max_norm=None, device_type="cpu",
+              dtype=torch.float16):
+    """The seeds' loop (003), modernised: correct for one micro-batch per step, knows no accumulation
+    or clipping."""
+    for x, y in batches:
+        with torch.autocast(device_type, dtype=dtype):
+            loss = F.cross_entropy(model(x), y)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad()
+
+
+def test_reference_and_an_equivalent_loop_pass(capsys):
+    assert l08.check_train_amp(l08.reference_train_amp).startswith("PASS train_amp")
+    assert l08.check_train_amp(recipe).startswith("PASS train_amp")
+    assert capsys.readouterr().out.count("PASS") == 2
+
+
+def test_situations_do_what_they_claim():
+    by = {s[0]: s for s in l08.situations()}
+
+    def run(label):
+        _, _, setup, batches, kw = by[label]
+        model, opt, scaler = l08._setup(**setup)
+        scales = []
+        orig = scaler.update
+
+        def update(*a):
+            scales.append(scaler.get_scale())
+            orig(*a)
+        scaler.update = update
+        l08.reference_train_amp(model, opt, scaler, batches, **kw)
+        return scales + [scaler.get_scale()]
+
+    assert run("plain") == [2.0 ** 10, 2.0 ** 10, 2.0 ** 11, 2.0 ** 11, 2.0 ** 12]
+    s = run("first_steps_overflow")
+    assert s[1] < s[0] and s[2] < s[1], "the first steps must overflow and back off"
+    s = run("bad_batch")
+    assert s[3] == s[2] / 2 and s[1] == s[0]
+    assert len(run("accumulation")) == 3
+
+
+@pytest.mark.parametrize("wrong, situation, text", [
+    (seed_loop, "clipping", "unscale_"),
+    (_loop(clip_mode="clip_first"), "clipping", "unscale_"),
+    (_loop(clip_mode="no_unscale"), "clipping", "unscale_"),
+    (_loop(step="optimizer"), "first_steps_overflow", "skipped"),
+    (_loop(double_step=True), "plain", "once per optimizer step"),
+    (_loop(update="every_micro"), "plain", "only after scaler.step"),
+    (_loop(update="never"), "plain", "once per optimizer step"),
+    (_loop(autocast_loss=False), "plain", "autocast"),
+    (_loop(divide=False), "accumulation", "Divide"),
+    (_loop(zero="every_micro"), "accumulation", "accum_steps"),
+    (_loop(zero="before_step"), "plain", "between backward and step"),
+    (_loop(zero="never"), "plain", "zeroed"),
+    (_loop(step_when="first"), "accumulation", "accum_steps"),
+    (_loop(unscale_every=True), "clipping", "unscale_"),
+])
+def test_classic_mistakes_fail_in_the_situation_that_exposes_them(wrong, situation, text):
+    with pytest.raises(CheckFailed) as err:
+        l08.check_train_amp(wrong)
+    msg = str(err.value)
+    assert f"situation {situation!r}" in msg, msg
+    assert "expected:" in msg and "got:" in msg and text in msg, msg
+
+
+def test_unsolved_fails_usefully():
+    def unsolved(*a, **k):
+        raise NotImplementedError()
+
+    with pytest.raises(CheckFailed, match="not done yet"):
+        l08.check_train_amp(unsolved)
+    with pytest.raises(CheckFailed, match="a function"):
+        l08.check_train_amp(None)

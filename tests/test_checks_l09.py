@@ -1,0 +1,200 @@
+"""Lesson 09's grader: the reference passes; plausible wrong answers fail with a useful message."""
+
+import pytest
+import torch
+
+from amp_edu.checks import l09
+from amp_edu.checks.core import CheckFailed
+
+
+def _tensors(out):
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if isinstance(out, (list, tuple)):
+        return [t for o in out for t in _tensors(o)]
+    return []
+
+
+def _bad(out, test=lambda t: ~torch.isfinite(t)):
+    return any(t.is_floating_point() and bool(test(t).any()) for t in _tensors(out))
+
+
+def reference(model, x):
+    hits, handles = [], []
+    try:
+        for name, mod in model.named_modules():
+            handles.append(mod.register_forward_hook(
+                lambda m, i, o, name=name: hits.append(name) if _bad(o) else None))
+        model(x)
+    finally:
+        for h in handles:
+            h.remove()
+    return hits[0] if hits else None
+
+
+def output_only(model, x):
+    return "" if _bad(model(x)) else None
+
+
+def registration_order(model, x):
+    outs, handles = {}, []
+    for name, mod in model.named_modules():
+        handles.append(mod.register_forward_hook(lambda m, i, o, name=name: outs.setdefault(name, o)))
+    model(x)
+    for h in handles:
+        h.remove()
+    return next((n for n, _ in model.named_modules() if n in outs and _bad(outs[n])), None)
+
+
+def pre_hooks(model, x):
+    hits, handles = [], []
+    for name, mod in model.named_modules():
+        handles.append(mod.register_forward_pre_hook(
+            lambda m, i, name=name: hits.append(name) if _bad(i) else None))
+    model(x)
+    for h in handles:
+        h.remove()
+    return hits[0] if hits else None
+
+
+def leaves_only(model, x):
+    hits, handles = [], []
+    for name, mod in model.named_modules():
+        if next(mod.children(), None) is None:
+            handles.append(mod.register_forward_hook(
+                lambda m, i, o, name=name: hits.append(name) if _bad(o) else None))
+    model(x)
+    for h in handles:
+        h.remove()
+    return hits[0] if hits else None
+
+
+def nan_only(model, x):
+    hits, handles = [], []
+    for name, mod in model.named_modules():
+        handles.append(mod.register_forward_hook(
+            lambda m, i, o, name=name: hits.append(name) if _bad(o, torch.isnan) else None))
+    model(x)
+    for h in handles:
+        h.remove()
+    return hits[0] if hits else None
+
+
+def last_hit(model, x):
+    hits, handles = [], []
+    for name, mod in model.named_modules():
+        if name:
+            handles.append(mod.register_forward_hook(
+                lambda m, i, o, name=name: hits.append(name) if _bad(o) else None))
+    model(x)
+    for h in handles:
+        h.remove()
+    return hits[-1] if hits else None
+
+
+def keeps_hooks(model, x):
+    hits = []
+    for name, mod in model.named_modules():
+        mod.register_forward_hook(lambda m, i, o, name=name: hits.append(name) if _bad(o) else None)
+    model(x)
+    return hits[0] if hits else None
+
+
+def class_name(model, x):
+    name = reference(model, x)
+    return None if name is None else type(dict(model.named_modules())[name]).__name__
+
+
+def tensors_only(model, x):
+    hits, handles = [], []
+    for name, mod in model.named_modules():
+        handles.append(mod.register_forward_hook(
+            lambda m, i, o, name=name: hits.append(name)
+            if isinstance(o, torch.Tensor) and not torch.isfinite(o).all() else None))
+    model(x)
+    for h in handles:
+        h.remove()
+    return hits[0] if hits else None
+
+
+def dict_overwrite(model, x):
+    last, handles = {}, []
+    for name, mod in model.named_modules():
+        handles.append(mod.register_forward_hook(lambda m, i, o, name=name: last.__setitem__(name, _bad(o))))
+    model(x)
+    for h in handles:
+        h.remove()
+    return next((n for n, b in last.items() if b), None)
+
+
+def skip_root(model, x):
+    hits, handles = [], []
+    for name, mod in model.named_modules():
+        if name:
+            handles.append(mod.register_forward_hook(
+                lambda m, i, o, name=name: hits.append(name) if _bad(o) else None))
+    model(x)
+    for h in handles:
+        h.remove()
+    return hits[0] if hits else None
+
+
+def registration_order_without_root(model, x):
+    outs, handles = {}, []
+    for name, mod in model.named_modules():
+        handles.append(mod.register_forward_hook(lambda m, i, o, name=name: outs.setdefault(name, o)))
+    model(x)
+    for h in handles:
+        h.remove()
+    return next((n for n, _ in model.named_modules() if n and n in outs and _bad(outs[n])), None)
+
+
+def uses_the_library(model, x):
+    from amp_edu.debug import first_nonfinite
+    r = first_nonfinite(model, x)
+    return r and r.name
+
+
+def test_reference_passes(capsys):
+    assert l09.check_first_nonfinite(reference).startswith("PASS first_nonfinite_layer")
+    assert "PASS" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("wrong, case", [
+    (output_only, "nan_mid"),
+    (registration_order, "nan_mid"),
+    (pre_hooks, "nan_mid"),
+    (leaves_only, "parent_inline"),
+    (nan_only, "finite_again"),
+    (last_hit, "nan_mid"),
+    (keeps_hooks, "nan_mid"),
+    (class_name, "nan_mid"),
+    (tensors_only, "tuple_output"),
+    (dict_overwrite, "shared_module"),
+    (skip_root, "root_inline"),
+    (registration_order_without_root, "nested"),
+])
+def test_wrong_answers_fail_on_the_case_that_exposes_them(wrong, case):
+    with pytest.raises(CheckFailed) as err:
+        l09.check_first_nonfinite(wrong)
+    msg = str(err.value)
+    assert f"case {case!r}" in msg, msg
+    assert "expected:" in msg and "got:" in msg and "hint:" in msg
+
+
+def test_unsolved_and_library_answers_fail_usefully():
+    def unsolved(model, x):
+        raise NotImplementedError()
+
+    with pytest.raises(CheckFailed, match="not done yet"):
+        l09.check_first_nonfinite(unsolved)
+    with pytest.raises(CheckFailed, match="answer key"):
+        l09.check_first_nonfinite(uses_the_library)
+    with pytest.raises(CheckFailed, match="a function"):
+        l09.check_first_nonfinite("first_nonfinite_layer")
+
+
+def test_cases_are_fresh_and_cover_every_hint():
+    a, b = l09.cases(), l09.cases()
+    assert [c[0] for c in a] == list(l09._HINTS)
+    assert all(ma is not mb for (_, _, ma, _), (_, _, mb, _) in zip(a, b))
