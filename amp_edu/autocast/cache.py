@@ -1,0 +1,72 @@
+"""The weight-cast cache: cast each fp32 weight to fp16/bf16 once per autocast region.
+
+A model uses its weights in several ops per forward pass (and an RNN once per time step); casting
+them every time would repeat the same copy. PyTorch (after NVIDIA Apex) caches the low-precision
+copy of a tensor when the tensor looks like a *model weight*:
+
+* the cast goes to the region's low-precision dtype,
+* the source is float32, requires grad, is a leaf and not a view (an ``nn.Parameter``),
+* the region has ``cache_enabled=True`` (the default).
+
+The cache lives until the *outermost* autocast region exits. That lifetime is the source of two
+classic traps (both shown in lesson 05):
+
+1. a ``torch.no_grad()`` forward followed by a grad forward in the same region: a naive cache
+   stores the copy made without autograd history, the second forward reuses it, and no gradient
+   reaches the weight (pytorch/pytorch#112583, #65766). PyTorch fixed this (PR #165068): the
+   cached copy is always made *with* grad mode on, so it carries its ``ToCopyBackward`` edge to
+   the weight whichever forward made it; and nothing is cached in ``torch.inference_mode()``.
+   We do the same.
+2. weights updated in place (``optimizer.step()``) inside one long region: the next forward still
+   uses the cached copy of the *old* weights. Still true in PyTorch: exit the region (or use
+   ``cache_enabled=False``) between such steps.
+
+Keys are the source tensor's ``id`` plus the target dtype, with a weak reference to check that the
+id still belongs to the same tensor (torch keys by the TensorImpl pointer and holds a weak
+reference for the same reason).
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import torch
+
+__all__ = ["WeightCache", "cacheable"]
+
+
+def cacheable(t: torch.Tensor, to: torch.dtype, lower: torch.dtype) -> bool:
+    """Would torch cache the cast of ``t`` to ``to`` in a region whose low-precision dtype is ``lower``?"""
+    return (to == lower and t.dtype == torch.float32 and t.requires_grad and t.is_leaf
+            and not t._is_view())
+
+
+class WeightCache:
+    """Low-precision copies of weights, reused within one autocast region."""
+
+    def __init__(self):
+        self._store: dict[tuple[int, torch.dtype], tuple[weakref.ref, torch.Tensor]] = {}
+        self.hits = 0
+        self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._store)
+
+    def cast(self, t: torch.Tensor, to: torch.dtype, *, lower: torch.dtype, enabled: bool = True):
+        """``t.to(to)``, served from the cache when ``t`` is a cacheable weight."""
+        if not (enabled and cacheable(t, to, lower)) or torch.is_inference_mode_enabled():
+            return t.to(to)
+        key = (id(t), to)
+        hit = self._store.get(key)
+        if hit is not None and hit[0]() is t:
+            self.hits += 1
+            return hit[1]
+        self.misses += 1
+        with torch.enable_grad():          # keep the autograd edge even in a no_grad forward
+            out = t.to(to)
+        self._store[key] = (weakref.ref(t), out)
+        return out
+
+    def clear(self) -> None:
+        """Forget every cached copy (called when the outermost region exits)."""
+        self._store.clear()

@@ -1,0 +1,135 @@
+"""amp_edu.autocast against PyTorch's own autocast, op for op.
+
+* The op tables equal the ops PyTorch registers for its AutocastCUDA / AutocastCPU dispatch keys.
+* torch's own autocast test lists (torch.testing._internal.autocast_test_lists), replayed the way
+  torch's tests replay them: >= 98% dtype agreement for both policies, numbers bit-identical to
+  the hand-cast control. The CPU policy is compared with torch.autocast("cpu") itself; the CUDA
+  policy, on a machine without a GPU, with the dtypes the CUDA lists expect (torch's CUDA autocast
+  only touches CUDA tensors, so it cannot run here) -- and with torch.autocast("cuda") when a GPU
+  is present.
+* Everyday layers and functions: equal to torch's CPU autocast except the documented gaps.
+* A transformer block: loss and fp32 gradients equal torch.autocast's within bf16 rounding.
+"""
+
+import copy
+import warnings
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from amp_edu.autocast import agreement, autocast, policy
+
+TABLES_FROM = (2, 13)   # the torch version the op tables were read from
+
+
+@pytest.fixture(scope="module")
+def reports():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return {p: agreement.run(p) for p in ("cpu", "cuda")}
+
+
+def _registered(key):
+    return {r.split("::")[1].split(".")[0] for r in torch._C._dispatch_get_registrations_for_dispatch_key(key)}
+
+
+@pytest.mark.skipif(tuple(int(v) for v in torch.__version__.split(".")[:2]) < TABLES_FROM,
+                    reason="the tables follow torch 2.13's registrations; older torch registers fewer ops")
+@pytest.mark.parametrize("key, table", [("AutocastCUDA", policy._CUDA), ("AutocastCPU", policy._CPU)])
+def test_tables_equal_torch_registrations(key, table):
+    reg = _registered(key)
+    assert reg == set(table), f"missing: {sorted(reg - set(table))}, extra: {sorted(set(table) - reg)}"
+
+
+def test_cuda_table_kinds_follow_the_header_lists():
+    # spot checks of each category against AT_FORALL_* in aten/src/ATen/autocast_mode.h
+    expect = {"mm": "lower", "linear": "lower", "exp": "fp32", "layer_norm": "fp32", "softmax": "fp32_dtype",
+              "sum": "fp32_dtype", "norm": "fp32_dtype", "addcmul": "promote", "index_put": "promote",
+              "binary_cross_entropy": "banned"}
+    assert {k: policy.POLICIES["cuda"][k] for k in expect} == expect
+    assert policy.POLICIES["cpu"]["cat"] == "promote" and "cat" not in policy.POLICIES["cuda"]
+
+
+@pytest.mark.parametrize("pol", ["cpu", "cuda"])
+def test_agreement_with_torch_test_lists(reports, pol):
+    r = reports[pol]
+    assert len(r.runnable) > 100, r.summary()
+    assert r.agreement >= 0.98, r.summary() + "".join(
+        f"\n  {c.list_name} {c.variant} {c.amp_dtype}: ours {c.ours}, reference {c.reference}"
+        for c in r.disagreements)
+    assert not r.disagreements, "a disagreement must be explained in policy.py before it is accepted"
+    assert all(c.bitwise for c in r.runnable if c.bitwise is not None), "numbers differ from the control"
+    assert {c.op for c in r.not_runnable} <= {"cudnn_convolution", "cudnn_convolution_transpose"}
+
+
+def test_cpu_reference_is_torch_and_meets_the_lists(reports):
+    r = reports["cpu"]
+    assert all(c.reference == c.expected for c in r.runnable), "torch itself disagrees with its lists?"
+    lists = agreement.by_list(r)
+    assert {"torch_16", "nn_16", "torch_fp32", "nn_fp32", "torch_need_autocast_promote"} <= set(lists)
+
+
+def test_a_wrong_table_is_caught(monkeypatch):
+    # the harness can fail: move linear to the fp32 category and the lists notice
+    monkeypatch.setitem(policy.POLICIES["cpu"], "linear", policy.FP32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        r = agreement.run("cpu", only={"nn_16", "torch_fp32"})
+    assert {c.op for c in r.disagreements} == {"linear"}
+    with pytest.raises(ValueError, match="policy"):
+        agreement.run("tpu")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU to run torch's CUDA autocast")
+def test_cuda_policy_equals_torch_cuda_autocast():
+    L = agreement._lists().AutocastTestLists(torch.device("cuda"))
+    for op, args in [e[:2] for e in L.torch_fp16 + L.torch_fp32 + L.torch_need_autocast_promote
+                     if len(e) == 2 or isinstance(e[2], (dict, bool)) and not e[2]]:
+        with torch.autocast("cuda"):
+            t = getattr(torch, op)(*args)
+        with autocast("cuda"):
+            o = getattr(torch, op)(*args)
+        assert agreement._first_tensor(t).dtype == agreement._first_tensor(o).dtype, op
+
+
+def test_everyday_calls_match_torch_cpu_autocast_except_documented_gaps():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        results = agreement.everyday()
+    differ = {r.name for r in results if not r.agrees}
+    assert differ == set(agreement.KNOWN_GAPS), differ
+    assert len(results) >= 40
+
+
+class _Block(torch.nn.Module):
+    """A pre-norm transformer block with a classifier head (dropout off, so runs are comparable)."""
+
+    def __init__(self, d=32, heads=4, classes=10):
+        super().__init__()
+        self.layer = torch.nn.TransformerEncoderLayer(d, heads, 2 * d, dropout=0.0, batch_first=True,
+                                                      norm_first=True)
+        self.head = torch.nn.Linear(d, classes)
+
+    def forward(self, x, y):
+        return F.cross_entropy(self.head(self.layer(x)).flatten(0, 1), y.flatten())
+
+
+def test_transformer_block_loss_and_grads_equal_torch_within_bf16_rounding():
+    torch.manual_seed(0)
+    ref = _Block()
+    mine = copy.deepcopy(ref)
+    x, y = torch.randn(2, 6, 32), torch.randint(0, 10, (2, 6))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        l_ref = ref(x, y)
+    l_ref.backward()
+    with autocast("cpu", dtype=torch.bfloat16):
+        l_mine = mine(x, y)
+    l_mine.backward()
+    eps = 2.0 ** -8     # bf16 rounding (8 significant bits)
+    assert l_mine.dtype == l_ref.dtype == torch.float32
+    torch.testing.assert_close(l_mine, l_ref, rtol=eps, atol=0)
+    for (name, p_ref), p_mine in zip(ref.named_parameters(), mine.parameters()):
+        assert p_mine.grad.dtype == torch.float32, name
+        torch.testing.assert_close(p_mine.grad, p_ref.grad, rtol=eps, atol=eps * p_ref.grad.abs().max().item(),
+                                   msg=name)
