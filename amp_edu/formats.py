@@ -216,7 +216,7 @@ def _round_f64(x: torch.Tensor, f: Format) -> torch.Tensor:
     # shrinking (e_grid = emin): that is the subnormal range. Count the bits that fall off.
     M = f.mantissa_bits
     e_grid = torch.clamp(e, min=f.emin)
-    drop = torch.clamp(52 - M + (e_grid - e), max=54)  # ≥ 54: everything drops, below half of 2^-1
+    drop = torch.clamp(52 - M + (e_grid - e), max=54)  # sig < 2^53: past 53 dropped bits x rounds to 0
     kept = sig >> drop
     rest = sig - (kept << drop)
     half = torch.ones_like(drop) << (drop - 1)
