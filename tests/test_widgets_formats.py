@@ -113,3 +113,19 @@ def test_number_line_only_small_formats():
     with pytest.raises(ValueError, match="fp16"):
         NumberLine(1.0, "fp12")
     assert wf.LINE_FORMATS == ["fp16", "bf16", "fp8_e4m3", "fp8_e5m2"]
+
+
+def test_viz_bit_layouts_and_number_line():
+    from matplotlib.figure import Figure
+
+    from amp_edu import viz
+    from amp_edu.formats import FORMATS
+
+    ax = Figure().add_subplot()
+    viz.bit_layouts(ax, [FORMATS["fp16"], FORMATS["bf16"]])
+    assert len(ax.patches) == 32                                             # one box per bit
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["fp16", "bf16"]
+    with pytest.raises(ValueError, match="at least one"):
+        viz.bit_layouts(ax, [])
+    with pytest.raises(ValueError, match="non-empty"):
+        viz.number_line(Figure().add_subplot(), [])
