@@ -66,9 +66,9 @@ def config(quick: bool = False, device: torch.device | str | None = None) -> Con
     dev = torch.device(device) if device is not None else pick_device()
     sq = lambda sizes: [[s, s, s] for s in sizes]  # noqa: E731
     if is_smoke():
-        return Config(groups={"square": sq([32, 64]), "align": sq([63, 65]), "skinny": [[4, 128, 128]]},
-                      slow_cap_flops=2 * 64 ** 3, rounds=1, repeats=3, min_time_s=0.005,
-                      train=dict(batch=16, in_features=32, width=32, depth=2), bandwidth_bytes=1 << 20)
+        return Config(groups={"square": sq([32, 64]), "align": sq([63, 64]), "skinny": [[4, 64, 64]]},
+                      slow_cap_flops=2 * 64 ** 3, rounds=1, repeats=3, min_time_s=0.002,
+                      train=dict(batch=8, in_features=16, width=16, depth=1), bandwidth_bytes=1 << 20)
     if dev.type == "cuda":
         groups = {"square": sq([1024, 4096, 8192] if quick else [256, 512, 1024, 2048, 4096, 8192, 16384]),
                   "align": sq([4095, 4096, 4097]),

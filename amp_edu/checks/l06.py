@@ -1,0 +1,84 @@
+"""Graders for lesson 06 (Tensor Cores): arithmetic intensity and the roofline prediction.
+
+The cases go beyond the lesson's example: every dtype's byte size (fp8 is 1 byte), skinny and
+non-square shapes, and shapes chosen close to a device's ridge point so that a nearly-right
+formula (mnk instead of 2mnk FLOPs, forgetting to write C, TFLOP/s against GB/s) lands on the
+wrong side of the roofline.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..bench import roofline
+from ..bench.peaks import KNOWN_GPUS
+from .core import check_cases
+
+__all__ = ["check_arithmetic_intensity", "check_predict_bound"]
+
+
+
+def _intensity_hint(case, expected, got):
+    m, k, n, dtype = case
+    size = dtype.itemsize
+    flops = 2 * m * k * n
+    wrong = {
+        "count 2·m·k·n FLOPs: each term of a dot product is a multiply AND an add":
+            (m * k * n) / ((m * k + k * n + m * n) * size),
+        "the matmul also writes C (m×n elements): bytes = (m·k + k·n + m·n) · itemsize":
+            flops / ((m * k + k * n) * size),
+        **{f"bytes per element depend on the dtype: {dtype} has {size} (dtype.itemsize), not {w}":
+           flops / ((m * k + k * n + m * n) * w) for w in (1, 2, 4) if w != size},
+        "itemsize is in bytes, not bits": flops / ((m * k + k * n + m * n) * size * 8),
+    }
+    for hint, value in wrong.items():
+        if isinstance(got, (int, float)) and abs(got - value) <= 1e-9 * abs(value):
+            return hint
+    return "intensity = FLOPs / bytes = 2·m·k·n / ((m·k + k·n + m·n) · itemsize)"
+
+
+def check_arithmetic_intensity(fn) -> str:
+    """``fn(m, k, n, dtype)`` must return FLOP per byte of an (m×k)@(k×n) matmul stored in dtype."""
+    cases = [(1, 4096, 4096, torch.float32), (512, 64, 2048, torch.float8_e4m3fn), (4096, 4096, 4096, torch.float16),
+             (16, 8192, 8192, torch.bfloat16), (3, 5, 7, torch.float32), (8192, 128, 8192, torch.float16),
+             (1000, 1000, 1, torch.bfloat16), (64, 64, 64, torch.float8_e4m3fn)]
+    return check_cases("arithmetic_intensity", fn, cases,
+                       lambda m, k, n, dt: roofline.arithmetic_intensity(m, k, n, dt),
+                       rtol=1e-9, hint=_intensity_hint)
+
+
+def _near_ridge_cases():
+    """Square and skinny shapes whose intensity lies within 2× of each GPU's ridge point, both sides."""
+    cases = []
+    for name in ("H100 SXM", "A100 80GB", "T4"):
+        gpu = KNOWN_GPUS[name]
+        peak, bw = gpu.fp16, gpu.bandwidth_gbs
+        ridge = roofline.ridge_point(peak, bw)
+        for dtype in (torch.float16, torch.float32):
+            size = dtype.itemsize
+            # a square n³ matmul has intensity 2n/(3·size): pick n at 0.8× and 1.3× the ridge
+            for f in (0.8, 1.3, 0.6, 1.8):
+                n = max(8, int(f * ridge * 3 * size / 2))
+                cases.append((n, n, n, dtype, peak, bw))
+            # a skinny one: m rows against a large k = n
+            for m in (int(0.8 * ridge * size), int(1.3 * ridge * size)):
+                cases.append((max(1, m), 8192, 8192, dtype, peak, bw))
+    return cases
+
+
+def _bound_hint(case, expected, got):
+    m, k, n, dtype, peak, bw = case
+    if got not in ("memory", "compute"):
+        return 'return exactly the string "memory" or "compute"'
+    ai = roofline.arithmetic_intensity(m, k, n, dtype)
+    return (f"intensity here is {ai:.1f} FLOP/byte and the ridge point peak/bandwidth is "
+            f"{roofline.ridge_point(peak, bw):.1f} FLOP/byte (convert both to FLOP/s and byte/s: "
+            f"TFLOP/s ×1e12, GB/s ×1e9); below the ridge the matmul is memory-bound")
+
+
+def check_predict_bound(fn) -> str:
+    """``fn(m, k, n, dtype, peak_tflops, bandwidth_gbs)`` must return ``"memory"`` or ``"compute"``."""
+    return check_cases("predict_bound", fn, _near_ridge_cases(),
+                       lambda m, k, n, dt, peak, bw: roofline.bound(roofline.arithmetic_intensity(m, k, n, dt),
+                                                                    peak, bw),
+                       hint=_bound_hint)

@@ -1,0 +1,98 @@
+"""Graders for lesson 07 (memory): predict saved-activation bytes, then the largest batch.
+
+The expected values are *measured*: the grader builds the model (:func:`amp_edu.memory.relu_mlp`),
+runs its forward under autocast and counts what autograd saves (:func:`amp_edu.memory.saved_bytes`,
+parameters excluded). Cases cover fp32 and both 16-bit dtypes, one layer and several, batch 1
+(where weight copies dominate) and large batches; a failure names the likely slip.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .. import memory
+from .core import check_cases
+
+__all__ = ["measured_saved_bytes", "check_predict_saved_bytes", "check_predict_largest_batch"]
+
+_CASES = [
+    ([16, 32, 8], 4, torch.bfloat16),
+    ([16, 32, 8], 4, torch.float32),
+    ([10, 24, 24, 3], 1, torch.float16),
+    ([10, 24, 24, 3], 32, torch.float16),
+    ([7, 5], 9, torch.bfloat16),
+    ([7, 5], 9, torch.float32),
+    ([12, 40, 6, 20, 4], 3, torch.bfloat16),
+    ([12, 40, 6, 20, 4], 17, torch.float32),
+]
+
+
+def measured_saved_bytes(widths, batch, dtype) -> int:
+    """Bytes autograd saves for ``relu_mlp(widths)`` on a ``batch``, under autocast for 16-bit dtypes."""
+    return memory.relu_mlp_saved_bytes(list(widths), batch, dtype)
+
+
+def _slips(widths, batch, dtype):
+    """Values that plausible mistakes produce, with the hint for each."""
+    amp = dtype != torch.float32
+    s = dtype.itemsize
+    hidden = sum(widths[1:-1])
+    copies = lambda first=False: sum(widths[i] * widths[i + 1] for i in range(0 if first else 1, len(widths) - 1))  # noqa: E731
+    base_acts = batch * (widths[0] + hidden)
+    right_copies = copies() * s if amp else 0
+    return {
+        "under autocast the saved tensors are 16-bit copies: 2 bytes per element, not 4":
+            base_acts * 4 + copies() * 4 * amp,
+        "autocast keeps a low-precision copy of each weight it multiplies by, and backward needs it":
+            base_acts * s,
+        "the first Linear's input needs no gradient, so its weight (copy) is not saved":
+            base_acts * s + copies(True) * s * amp,
+        "a ReLU's output is also the next Linear's input: one storage, count it once":
+            base_acts * s + batch * hidden * s + right_copies,
+        "the input x is saved too (as a cast copy under autocast): the first Linear needs it for its weight gradient":
+            batch * hidden * s + right_copies,
+        "parameters are not saved activations: in fp32 the saved weight IS the parameter, already in memory":
+            base_acts * s + copies() * 4,
+        "the last Linear's output is not saved (nothing after it needs it for backward)":
+            base_acts * s + batch * widths[-1] * s + right_copies,
+    }
+
+
+def _saved_hint(case, expected, got):
+    for hint, value in _slips(*case).items():
+        if got == value and value != expected:
+            return hint
+    return ("count, per unique storage: the input x, each hidden ReLU output, and under autocast a 16-bit "
+            "copy of every weight after the first; nothing else (no parameters, no biases, no final output)")
+
+
+def check_predict_saved_bytes(fn) -> str:
+    """``fn(widths, batch, dtype)`` must return the saved bytes of ``relu_mlp(widths)`` on ``batch``
+    inputs — under ``torch.autocast(dtype)`` for float16/bfloat16, plain for float32."""
+    return check_cases("predict_saved_bytes", fn, _CASES, measured_saved_bytes, hint=_saved_hint)
+
+
+def _largest(widths, dtype, budget):
+    fixed, per_sample = memory.relu_mlp_line(widths, dtype)
+    return memory.largest_batch(budget, fixed, per_sample)
+
+
+def _largest_hint(case, expected, got):
+    widths, dtype, budget = case
+    fixed, per_sample = memory.relu_mlp_line(widths, dtype)
+    if isinstance(got, (int, float)):
+        if got == budget // per_sample:
+            return "the weight copies take memory too, whatever the batch: subtract them from the budget first"
+        if got == round((budget - fixed) / per_sample) and got != expected:
+            return "round down: a batch one larger than fits does not fit"
+        if got < 0:
+            return "when not even one sample fits, the answer is 0"
+    return "largest B with fixed + B·per_sample <= budget: B = floor((budget − fixed) / per_sample), at least 0"
+
+
+def check_predict_largest_batch(fn) -> str:
+    """``fn(widths, dtype, budget_bytes)`` must return the largest batch whose saved bytes fit."""
+    cases = [([16, 32, 8], torch.bfloat16, 10_000), ([10, 24, 24, 3], torch.float16, 4_000),
+             ([10, 24, 24, 3], torch.float16, 1_000), ([10, 24, 24, 3], torch.float32, 55_000),
+             ([12, 40, 6, 20, 4], torch.bfloat16, 2_330), ([7, 5], torch.float32, 27)]
+    return check_cases("predict_largest_batch", fn, cases, _largest, hint=_largest_hint)
