@@ -1,0 +1,172 @@
+"""Exercise 05's graders, both ways: the reference passes, plausible wrong answers fail usefully."""
+
+import pytest
+import torch
+
+from amp_edu.autocast.policy import POLICIES, decide, kind_of
+from amp_edu.checks import l05
+from amp_edu.checks.core import CheckFailed
+
+BF16, FP32, FP64 = torch.bfloat16, torch.float32, torch.float64
+
+
+# --- part A: is_eligible --------------------------------------------------------------------
+def eligible_ok(t, device_type):
+    return (isinstance(t, torch.Tensor) and t.is_floating_point() and t.dtype != FP64
+            and t.device.type == device_type)
+
+
+def test_reference_eligible_passes(capsys):
+    l05.check_is_eligible(eligible_ok)
+    assert capsys.readouterr().out.startswith("PASS is_eligible")
+
+
+@pytest.mark.parametrize("wrong, hint", [
+    (lambda t, d: isinstance(t, torch.Tensor) and t.is_floating_point() and t.device.type == d, "float64"),
+    (lambda t, d: isinstance(t, torch.Tensor) and t.dtype != FP64 and t.device.type == d, "integer"),
+    (lambda t, d: isinstance(t, torch.Tensor) and t.is_floating_point() and t.dtype != FP64, "device"),
+    (lambda t, d: t.is_floating_point() and t.dtype != FP64 and t.device.type == d, "raised"),
+    (lambda t, d: isinstance(t, torch.Tensor) and t.dtype in (FP32, BF16, torch.float16) and t.device.type == d,
+     "not a list of three dtypes"),
+])
+def test_wrong_eligibility_fails(wrong, hint):
+    with pytest.raises(CheckFailed, match=hint) as err:
+        l05.check_is_eligible(wrong)
+    assert "input:" in str(err.value) and "expected:" in str(err.value)
+
+
+# --- part B: autocast_args ------------------------------------------------------------------
+def args_ok(op, args, kwargs, *, policy, device_type, dtype):
+    kind = kind_of(policy, op, args, kwargs)
+    if kind is None or kwargs.get("out") is not None:
+        return args, kwargs
+    return decide(kind, args, kwargs, device_type=device_type, dtype=dtype)
+
+
+def make_args(*, eligible=eligible_ok, inplace=False, promote="widest", explicit=True, out=True,
+              lists=True, ban="cuda", foreign=True):
+    """A hand-written autocast_args with one mistake switched in."""
+    def cast_to(obj, to, device_type):
+        if isinstance(obj, torch.Tensor):
+            return obj.to(to) if eligible(obj, device_type) else obj
+        if lists and isinstance(obj, (list, tuple)):
+            return type(obj)(cast_to(o, to, device_type) for o in obj)
+        return obj
+
+    def fn(op, args, kwargs, *, policy, device_type, dtype):
+        name = op.rstrip("_") if inplace else op
+        if ban == "both" and name == "binary_cross_entropy":
+            raise RuntimeError("banned everywhere")
+        kind = POLICIES[policy].get(name)
+        if kind is None or (out and kwargs.get("out") is not None):
+            return args, kwargs
+        if kind == "banned":
+            if policy == ban:
+                raise RuntimeError("banned")
+            return args, kwargs
+        if kind == "lower":
+            to = dtype
+        elif kind == "fp32":
+            to = FP32
+        elif kind == "fp32_dtype":
+            chose = kwargs.get("dtype") is not None or any(isinstance(a, torch.dtype) for a in args)
+            if (explicit and chose) or not eligible(args[0], device_type):
+                return args, kwargs
+            return args, {**kwargs, "dtype": FP32}
+        else:   # promote
+            flat = [t for a in args for t in (a if isinstance(a, (list, tuple)) else [a])]
+            ok = [t for t in flat if isinstance(t, torch.Tensor) and eligible(t, device_type)]
+            if foreign and any(t.dtype not in (FP32, dtype) for t in ok):
+                raise RuntimeError("Unexpected floating ScalarType")
+            has32 = any(t.dtype == FP32 for t in ok)
+            to = FP32 if (promote == "widest" and has32) else dtype
+        return tuple(cast_to(a, to, device_type) for a in args), {k: cast_to(v, to, device_type)
+                                                                  for k, v in kwargs.items()}
+    return fn
+
+
+def test_reference_args_passes(capsys):
+    l05.check_autocast_args(args_ok)
+    l05.check_autocast_args(make_args())          # the hand-written version is right too
+    assert capsys.readouterr().out.count("PASS autocast_args") == 2
+
+
+@pytest.mark.parametrize("wrong, where, hint", [
+    (make_args(eligible=lambda t, d: isinstance(t, torch.Tensor) and t.is_floating_point()), "float64",
+     "float64 tensors are never cast"),
+    (make_args(eligible=lambda t, d: isinstance(t, torch.Tensor) and t.dtype != FP64 and t.device.type == d),
+     "scatter_add", "every eligible input"),
+    (make_args(eligible=lambda t, d: isinstance(t, torch.Tensor) and t.is_floating_point() and t.dtype != FP64),
+     "another device", "not on the autocast device"),
+    (make_args(inplace=True), "in place", "in-place ops"),
+    (make_args(promote="low"), "fp32", "widest"),
+    (make_args(explicit=False), "dtype= keyword", "caller chose a dtype"),
+    (make_args(out=False), "out=", "out= calls"),
+    (make_args(lists=False), "linalg_multi_dot", "inside lists"),
+    (make_args(ban="none"), "binary_cross_entropy", "banned"),
+    (make_args(foreign=False), "addcdiv of bf16 and fp16", "RuntimeError"),
+    (make_args(ban="both"), "binary_cross_entropy, CPU policy", "fp32 ops cast"),
+])
+def test_wrong_args_fail(wrong, where, hint):
+    with pytest.raises(CheckFailed, match=hint) as err:
+        l05.check_autocast_args(wrong)
+    msg = str(err.value)
+    assert where in msg and "expected:" in msg and "got:" in msg
+
+
+def test_unsolved_args_says_not_done():
+    def todo(*a, **k):
+        raise NotImplementedError()
+    with pytest.raises(CheckFailed, match="not done yet"):
+        l05.check_autocast_args(todo)
+
+
+def test_args_must_return_a_pair():
+    with pytest.raises(CheckFailed, match="tuple"):
+        l05.check_autocast_args(lambda op, args, kwargs, **kw: args)
+
+
+# --- part C: cached_cast --------------------------------------------------------------------
+def cacheable(t, to, lower):
+    return to == lower and t.dtype == FP32 and t.requires_grad and t.is_leaf and not t._is_view()
+
+
+def make_cache(*, check=cacheable, grad=True, key_dtype=True, inference=True, store="given"):
+    shared = {}
+
+    def cached_cast(cache, t, to, lower):
+        if not check(t, to, lower) or (inference and torch.is_inference_mode_enabled()):
+            return t.to(to)
+        c = cache if store == "given" else shared
+        key = (id(t), to) if key_dtype else id(t)
+        if key not in c:
+            if grad:
+                with torch.enable_grad():
+                    c[key] = t.to(to)
+            else:
+                c[key] = t.to(to)
+        return c[key]
+    return cached_cast
+
+
+def test_reference_cache_passes(capsys):
+    l05.check_cached_cast(make_cache())
+    assert capsys.readouterr().out.startswith("PASS cached_cast")
+
+
+@pytest.mark.parametrize("wrong, where, hint", [
+    (make_cache(check=lambda t, to, lower: True), "does not require grad", "parameters"),
+    (make_cache(check=lambda t, to, lower: t.requires_grad), "non-leaf", "are leaves"),
+    (make_cache(check=lambda t, to, lower: t.requires_grad and t.is_leaf), "a view", "views"),
+    (make_cache(check=lambda t, to, lower: t.requires_grad and t.is_leaf and not t._is_view()), "fp16 parameter",
+     "fp32 tensors"),
+    (make_cache(grad=False), "torch.no_grad()", "enable_grad"),
+    (make_cache(key_dtype=False), "then cached_cast(cache, p, bf16", "cast tensor"),
+    (make_cache(inference=False), "inference_mode", "inference_mode"),
+    (make_cache(store="global"), "clear", "clear()"),
+    (make_cache(check=lambda t, to, lower: False), "twice, p = nn.Parameter", "reused"),
+])
+def test_wrong_cache_fails(wrong, where, hint):
+    with pytest.raises(CheckFailed, match=hint) as err:
+        l05.check_cached_cast(wrong)
+    assert where in str(err.value)
