@@ -144,3 +144,38 @@ def number_line(ax, values, *, x=None, stored=None, label: str = "representable 
     ax.set_xlabel("value")
     ax.legend(loc="upper center", ncol=4, fontsize=8, frameon=False)
     return ax
+
+
+__all__ += ["category_grid"]
+
+
+def category_grid(ax, rows, cols, cells, colors: dict, *, title: str | None = None):
+    """A table of categories drawn as coloured cells (e.g. each op's autocast category per policy).
+
+    ``rows`` and ``cols`` are labels; ``cells[i][j]`` is a key of ``colors`` (``{category: colour}``)
+    or None for a blank cell. The legend lists the categories that occur.
+    """
+    from matplotlib.colors import to_rgb
+    from matplotlib.patches import Patch
+
+    if len(cells) != len(rows) or any(len(r) != len(cols) for r in cells):
+        raise ValueError(f"cells must be {len(rows)} rows of {len(cols)} categories")
+    unknown = {c for r in cells for c in r if c is not None and c not in colors}
+    if unknown:
+        raise ValueError(f"categories without a colour: {sorted(unknown)}; accepted: {sorted(colors)}")
+    img = [[to_rgb(colors[c]) if c is not None else (1.0, 1.0, 1.0) for c in r] for r in cells]
+    ax.imshow(img, aspect="auto", interpolation="nearest")
+    ax.set_xticks(range(len(cols)), cols)
+    ax.set_yticks(range(len(rows)), rows, fontsize=8)
+    ax.tick_params(length=0)
+    ax.set_xticks([x - 0.5 for x in range(1, len(cols))], minor=True)
+    ax.set_yticks([y - 0.5 for y in range(1, len(rows))], minor=True)
+    ax.grid(which="minor", color="white", lw=1.5)
+    for side in ax.spines.values():
+        side.set_visible(False)
+    used = [c for c in colors if any(c in r for r in cells)]
+    ax.legend(handles=[Patch(color=colors[c], label=c) for c in used], loc="upper left",
+              bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+    if title:
+        ax.set_title(title)
+    return ax

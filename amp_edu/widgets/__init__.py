@@ -9,3 +9,4 @@ One module per lesson's widget; this package re-exports them.
 from .formats import FormatExplorer, NumberLine, format_explorer, number_line_view  # lesson 01
 from .bench import RooflineExplorer, roofline_explorer  # lesson 06
 from .memory import MemoryExplorer, memory_explorer  # lesson 07
+from .autocast import AutocastExplorer, autocast_explorer, explain_op  # lesson 05
