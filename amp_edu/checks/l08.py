@@ -14,12 +14,11 @@ clipping that actually clips, gradient accumulation, and all of them at once.
 
 from __future__ import annotations
 
-import contextlib
-
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..study import num_threads
 from .core import fail, passed, require_callable
 
 __all__ = ["reference_train_amp", "situations", "check_train_amp"]
@@ -133,21 +132,10 @@ def _first_difference(exp, got) -> str | None:
     return None
 
 
-@contextlib.contextmanager
-def _one_thread():
-    """The models are tiny: one thread is faster than several (and much faster on a busy machine)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(n)
-
-
 def check_train_amp(fn) -> str:
     """Run ``fn`` next to :func:`reference_train_amp` in every situation; compare bit for bit."""
     require_callable("train_amp", fn)
-    with _one_thread():
+    with num_threads(1):        # tiny models: one thread is faster, much faster on a busy machine
         return _check_train_amp(fn)
 
 

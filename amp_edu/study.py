@@ -1,0 +1,352 @@
+"""Does mixed precision change what a model learns? A multi-seed convergence study.
+
+One run proves little: two fp32 runs that differ only in their seed already end at different
+losses. So the study trains every precision recipe with several seeds (the seed fixes the initial
+weights and the batch order, the same for every recipe) and compares each recipe's difference
+from fp32 with the **seed-to-seed spread** of fp32 itself:
+
+* a difference smaller than that spread is indistinguishable from luck of the seed;
+* a difference several times larger is real, for this task, model and number of steps.
+
+:func:`verdict` turns the numbers into sentences with exactly that rule, so no conclusion is
+written before the run. The loop is :func:`amp_edu.train.train`; this module only repeats it over
+recipes and seeds, summarises and plots::
+
+    study = run_study("blobs", steps=300, seeds=(0, 1, 2), lr=0.05, optimizer="sgd", momentum=0.9)
+    for row in summary(study): print(row)
+    print("\\n".join(verdict(study)))
+    plot_curves(study, ax, "eval_loss")
+
+Step times come from :func:`step_times`, which times short runs of every recipe side by side
+(:func:`amp_edu.bench.timing.compare`), so the speed ratios are fair on a busy machine.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import statistics
+from dataclasses import dataclass, field
+
+import torch
+
+from . import data as _data
+from .bench.timing import Timing, compare
+from .train import parse_recipe, train
+from .viz import color_for
+
+__all__ = ["RECIPES", "METRICS", "num_threads", "Study", "run_study", "stats", "summary", "Comparison", "compare_to_baseline",
+           "verdict", "step_times", "time_verdict", "plot_curves", "plot_finals"]
+
+RECIPES = ("fp32", "amp_fp16", "amp_bf16", "fp16_pure")
+METRICS = {"eval_loss": "held-out loss", "eval_accuracy": "held-out accuracy", "train_loss": "training loss"}
+_HIGHER_IS_BETTER = {"eval_loss": False, "eval_accuracy": True, "train_loss": False}
+
+
+@contextlib.contextmanager
+def num_threads(n: int | None):
+    """Run the block with ``torch.set_num_threads(n)`` (``None``: leave the setting alone).
+
+    The course's models are tiny: splitting their small matmuls over CPU threads costs more in
+    synchronisation than it saves — on a busy machine, many times more — so the study's CPU runs
+    can ask for one thread. The previous setting is restored afterwards.
+    """
+    if n is None:
+        yield
+        return
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        raise ValueError(f"threads must be None or a positive int, got {n!r}")
+    old = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)
+
+
+@dataclass
+class Study:
+    """Every run of a study: ``runs[recipe][i]`` is the :class:`~amp_edu.train.History` of seed ``seeds[i]``."""
+
+    task: str
+    model: str | None
+    steps: int
+    seeds: tuple
+    recipes: tuple
+    runs: dict = field(default_factory=dict)
+    train_kwargs: dict = field(default_factory=dict)
+
+    def finals(self, recipe: str, metric: str = "eval_loss") -> list[float]:
+        """The final value of ``metric`` for each seed (nan where the run diverged)."""
+        _check_metric(metric)
+        out = []
+        for h in self.runs[recipe]:
+            if metric == "train_loss":
+                out.append(h.final_loss())
+            else:
+                out.append(h.final_eval["loss" if metric == "eval_loss" else "accuracy"])
+        return [float(v) if v is not None and math.isfinite(v) else math.nan for v in out]
+
+    def curves(self, recipe: str, metric: str = "eval_loss") -> tuple[list[int], list[list[float]]]:
+        """``(steps, values)``: ``values[i]`` is seed ``i``'s curve of ``metric`` at those steps."""
+        _check_metric(metric)
+        hs = self.runs[recipe]
+        if metric == "train_loss":
+            return list(range(1, self.steps + 1)), [_smooth(h.loss) for h in hs]
+        key = "eval_loss" if metric == "eval_loss" else "eval_accuracy"
+        return list(hs[0].eval_steps), [list(getattr(h, key)) for h in hs]
+
+
+def _check_metric(metric):
+    if metric not in METRICS:
+        raise ValueError(f"unknown metric {metric!r}; accepted: {', '.join(METRICS)}")
+
+
+def _smooth(values, window: int = 10) -> list[float]:
+    """Trailing mean over ``window`` steps (nan if any value in the window is nan)."""
+    out, acc = [], []
+    for v in values:
+        acc.append(v)
+        if len(acc) > window:
+            acc.pop(0)
+        out.append(sum(acc) / len(acc))
+    return out
+
+
+def run_study(task="blobs", recipes=RECIPES, seeds=(0, 1, 2), *, model: str | None = None,
+              steps: int = 300, evals: int = 10, log: bool = True, threads: int | None = None,
+              **train_kwargs) -> Study:
+    """Train every recipe with every seed on ``task`` (a :class:`~amp_edu.data.Task` or its name).
+
+    Seeds run in the outer loop, recipes in the inner one, so a slow drift of the machine touches
+    every recipe alike. ``evals`` held-out evaluations are spread over each run.
+    ``train_kwargs`` go to :func:`amp_edu.train.train` (``lr``, ``optimizer``, ``batch_size``, ...).
+    With ``log`` a line per run shows progress; ``threads`` see :func:`num_threads`.
+    """
+    if isinstance(task, str):
+        task = _data.get_task(task)
+    if not hasattr(task, "evaluate"):
+        raise TypeError(f"task must be an amp_edu.data.Task or a task name, got {type(task).__name__}")
+    recipes = tuple(parse_recipe(r).name for r in recipes)
+    if not recipes:
+        raise ValueError("recipes must name at least one recipe")
+    seeds = tuple(seeds)
+    if len(seeds) < 2 or not all(isinstance(s, int) for s in seeds) or len(set(seeds)) != len(seeds):
+        raise ValueError(f"seeds must be at least 2 distinct ints (a spread needs several), got {seeds!r}")
+    if not isinstance(evals, int) or evals < 1:
+        raise ValueError(f"evals must be a positive int, got {evals!r}")
+    for bad in ("seed", "eval_every", "callback"):
+        if bad in train_kwargs:
+            raise ValueError(f"{bad!r} is set by the study; do not pass it")
+    study = Study(task.name, model, steps, seeds, recipes, {r: [] for r in recipes}, dict(train_kwargs))
+    eval_every = max(1, steps // evals)
+    with num_threads(threads):
+        for seed in seeds:
+            for r in recipes:
+                h = train(task, model, r, steps=steps, seed=seed, eval_every=eval_every, **train_kwargs)
+                h.model = h.optimizer = h.scaler = None      # keep the numbers, free the weights
+                study.runs[r].append(h)
+                if log:
+                    fin = h.final_eval
+                    print(f"[{task.name}] seed {seed} {r:<10} final held-out loss {fin['loss']:.4f} "
+                          f"accuracy {fin['accuracy']:.3f} skipped steps {h.skipped_steps}", flush=True)
+    return study
+
+
+def stats(values) -> dict:
+    """Mean, sample standard deviation, min, max over the finite values; how many were not finite."""
+    vals = [float(v) for v in values]
+    fin = [v for v in vals if math.isfinite(v)]
+    n_bad = len(vals) - len(fin)
+    if not fin:
+        return {"mean": math.nan, "std": math.nan, "min": math.nan, "max": math.nan, "n": 0, "diverged": n_bad}
+    return {"mean": statistics.fmean(fin), "std": statistics.stdev(fin) if len(fin) > 1 else 0.0,
+            "min": min(fin), "max": max(fin), "n": len(fin), "diverged": n_bad}
+
+
+def summary(study: Study, metrics=("eval_loss", "eval_accuracy")) -> list[dict]:
+    """One row per recipe: ``{"recipe", <metric>: stats(...)}`` of the final values over seeds."""
+    return [{"recipe": r, **{m: stats(study.finals(r, m)) for m in metrics}} for r in study.recipes]
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One recipe against the baseline on one metric, with the numbers the verdict rests on."""
+
+    recipe: str
+    metric: str
+    diff: float          # mean(recipe) - mean(baseline); nan if a side has no finite run
+    spread: float        # the baseline's seed-to-seed standard deviation
+    ratio: float         # |diff| / spread (inf when spread is 0 and diff is not)
+    paired: float        # largest |recipe - baseline| over seeds (same seed: same init and batches)
+    diverged: int        # runs of this recipe whose final value is not finite
+    n: int               # runs of this recipe
+    better: bool | None  # is the difference an improvement? (None if diff is 0 or nan)
+    call: str            # "diverged", "same", "within", "unclear", "clear"
+
+
+def compare_to_baseline(study: Study, recipe: str, metric: str = "eval_loss", *,
+                        baseline: str = "fp32") -> Comparison:
+    """Compare ``recipe`` with ``baseline`` on the final ``metric`` across seeds.
+
+    The call: ``diverged`` if any seed's final value is not finite; ``same`` if the means are
+    equal; ``within`` if ``|diff| <= spread`` (fp32's seed-to-seed std); ``clear`` if
+    ``|diff| > 3 × spread``; ``unclear`` between the two (more seeds would decide).
+    """
+    _check_metric(metric)
+    for r in (recipe, baseline):
+        if r not in study.runs:
+            raise ValueError(f"recipe {r!r} is not in this study; it has {', '.join(study.recipes)}")
+    mine, base = stats(study.finals(recipe, metric)), stats(study.finals(baseline, metric))
+    n = mine["n"] + mine["diverged"]
+    diff = mine["mean"] - base["mean"]
+    spread = base["std"]
+    if math.isnan(diff):
+        ratio = math.nan
+    elif diff == 0:
+        ratio = 0.0
+    else:
+        ratio = abs(diff) / spread if spread > 0 else math.inf
+    better = None if (math.isnan(diff) or diff == 0) else ((diff > 0) == _HIGHER_IS_BETTER[metric])
+    pairs = [abs(a - b) for a, b in zip(study.finals(recipe, metric), study.finals(baseline, metric))]
+    paired = max(pairs) if pairs and all(math.isfinite(p) for p in pairs) else math.nan
+    if mine["diverged"]:
+        call = "diverged"
+    elif diff == 0:
+        call = "same"
+    elif ratio <= 1:
+        call = "within"
+    elif ratio > 3:
+        call = "clear"
+    else:
+        call = "unclear"
+    return Comparison(recipe, metric, diff, spread, ratio, paired, mine["diverged"], n, better, call)
+
+
+def _sentence(c: Comparison, baseline: str) -> str:
+    what = METRICS[c.metric]
+    if c.call == "diverged":
+        return (f"{c.recipe}: diverged (non-finite {what}) in {c.diverged} of {c.n} seeds — "
+                f"not a small change, a failure.")
+    if c.call == "same":
+        return f"{c.recipe}: final {what} identical to {baseline}'s on average."
+    direction = "better" if c.better else "worse"
+    size = (f"{abs(c.diff):.3g} {direction} than {baseline} on average ({c.ratio:.2g}× {baseline}'s "
+            f"seed-to-seed spread of {c.spread:.3g}; seed for seed at most {c.paired:.3g} apart)")
+    if c.call == "within":
+        return f"{c.recipe}: final {what} {size} — within the spread: indistinguishable from {baseline} here."
+    if c.call == "unclear":
+        return f"{c.recipe}: final {what} {size} — larger than the spread, but not by much: more seeds would decide."
+    return f"{c.recipe}: final {what} {size} — clearly {direction}, beyond what the seed explains."
+
+
+def verdict(study: Study, metrics=("eval_loss", "eval_accuracy"), *, baseline: str = "fp32") -> list[str]:
+    """Sentences, one per recipe and metric, computed from the study by :func:`compare_to_baseline`.
+
+    The last sentence weighs the seeds' claim that mixed precision "barely changes accuracy".
+    """
+    if baseline not in study.runs:
+        raise ValueError(f"the baseline {baseline!r} is not in this study")
+    out, calls = [], {}
+    for r in study.recipes:
+        if r == baseline:
+            continue
+        for m in metrics:
+            c = compare_to_baseline(study, r, m, baseline=baseline)
+            calls[(r, m)] = c.call
+            out.append(_sentence(c, baseline))
+    amp = [r for r in study.recipes if r.startswith("amp_")]
+    if amp and any(m == "eval_accuracy" for m in metrics):
+        ok = [r for r in amp if calls[(r, "eval_accuracy")] in ("same", "within")]
+        if len(ok) == len(amp):
+            out.append(f"Claim 'mixed precision barely changes accuracy': holds here for {', '.join(amp)} "
+                       f"({len(study.seeds)} seeds, {study.steps} steps on {study.task}).")
+        else:
+            off = [r for r in amp if r not in ok]
+            out.append(f"Claim 'mixed precision barely changes accuracy': not shown here for "
+                       f"{', '.join(off)} ({len(study.seeds)} seeds, {study.steps} steps on {study.task}).")
+    return out
+
+
+def step_times(task, recipes=RECIPES, *, model: str | None = None, steps: int = 5, rounds: int = 3,
+               repeats: int = 3, min_time_s: float = 0.05, threads: int | None = None,
+               **train_kwargs) -> dict[str, Timing]:
+    """Seconds per optimizer step of each recipe, timed side by side.
+
+    Each timed call is a short :func:`amp_edu.train.train` run of ``steps`` steps (no evaluation),
+    so the step is exactly the study's; the model build is included, spread over ``steps``.
+    :func:`amp_edu.bench.timing.compare` interleaves the recipes in ``rounds`` rounds.
+    ``threads`` see :func:`num_threads` (the CPU timer uses the thread count in force).
+    """
+    if isinstance(task, str):
+        task = _data.get_task(task)
+    if not isinstance(steps, int) or steps < 1:
+        raise ValueError(f"steps must be a positive int, got {steps!r}")
+    fns = {parse_recipe(r).name: (lambda r=r: train(task, model, r, steps=steps, eval_every=0, **train_kwargs))
+           for r in recipes}
+    with num_threads(threads):
+        raw = compare(fns, device=task.device.type, warmup=1, rounds=rounds, repeats=repeats,
+                      min_time_s=min_time_s)
+    return {r: Timing.from_times([t / steps for t in tm.times_s]) for r, tm in raw.items()}
+
+
+def time_verdict(times: dict[str, Timing], *, baseline: str = "fp32", device_note: str = "") -> list[str]:
+    """Sentences on each recipe's median step time relative to ``baseline`` (from :func:`step_times`)."""
+    if baseline not in times:
+        raise ValueError(f"the baseline {baseline!r} was not timed")
+    b = times[baseline].median_s
+    out = []
+    for r, t in times.items():
+        if r == baseline:
+            continue
+        ratio = t.median_s / b
+        how = "faster" if ratio < 1 else "slower"
+        out.append(f"{r}: {t.median_s * 1e3:.3g} ms per step vs {b * 1e3:.3g} ms for {baseline} — "
+                   f"{max(ratio, 1 / ratio):.2f}× {how}{device_note}.")
+    return out
+
+
+def plot_curves(study: Study, ax, metric: str = "eval_loss", *, band: str = "range"):
+    """Mean curve per recipe over the seeds, with a band: ``"range"`` (min–max) or ``"std"`` (±1 sd)."""
+    if band not in ("range", "std"):
+        raise ValueError(f"band must be 'range' or 'std', got {band!r}")
+    for r in study.recipes:
+        xs, ys = study.curves(r, metric)
+        lo, mid, hi = [], [], []
+        for i in range(len(xs)):
+            s = stats([y[i] for y in ys])
+            mid.append(s["mean"])
+            if band == "range":
+                lo.append(s["min"]); hi.append(s["max"])
+            else:
+                lo.append(s["mean"] - s["std"]); hi.append(s["mean"] + s["std"])
+        col = color_for(r)
+        ax.plot(xs, mid, color=col, lw=1.6, label=f"{r} (mean of {len(ys)} seeds)")
+        ax.fill_between(xs, lo, hi, color=col or "grey", alpha=0.2, lw=0)
+    ax.set_xlabel("optimizer step")
+    unit = " (cross-entropy, nats)" if "loss" in metric else " (fraction correct)"
+    ax.set_ylabel(METRICS[metric] + unit)
+    ax.set_title(f"{study.task}: {METRICS[metric]}, band = {'min–max' if band == 'range' else '±1 sd'} over seeds")
+    ax.legend(fontsize=8)
+    return ax
+
+
+def plot_finals(study: Study, ax, metric: str = "eval_accuracy"):
+    """Each seed's final value as a dot per recipe, with the mean ± 1 sd as a bar: the spread at a glance."""
+    for i, r in enumerate(study.recipes):
+        vals = study.finals(r, metric)
+        s = stats(vals)
+        col = color_for(r)
+        fin = [v for v in vals if math.isfinite(v)]
+        ax.scatter([i] * len(fin), fin, color=col, s=22, zorder=3)
+        if s["n"]:
+            ax.errorbar([i + 0.15], [s["mean"]], yerr=[s["std"]], fmt="_", color=col or "k", capsize=4, ms=14)
+        if s["diverged"]:
+            ax.annotate(f"{s['diverged']} diverged", (i, ax.get_ylim()[1]), ha="center", va="top", fontsize=8,
+                        color=col or "k")
+    ax.set_xticks(range(len(study.recipes)))
+    ax.set_xticklabels(study.recipes)
+    unit = " (cross-entropy, nats)" if "loss" in metric else " (fraction correct)"
+    ax.set_ylabel("final " + METRICS[metric] + unit)
+    ax.set_title(f"{study.task}: final {METRICS[metric]} per seed (bar: mean ± 1 sd)")
+    return ax

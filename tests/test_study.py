@@ -1,0 +1,147 @@
+"""amp_edu.study: runs recipes over seeds, summarises, and derives its verdict from the numbers."""
+
+import math
+
+import matplotlib
+import pytest
+import torch
+
+matplotlib.use("Agg")
+
+from amp_edu import data, study  # noqa: E402
+from amp_edu.train import History  # noqa: E402
+
+
+def fake(final: dict, steps=10) -> study.Study:
+    """A study whose runs end at the given held-out losses/accuracies: {recipe: [(loss, acc), ...]}."""
+    runs = {}
+    for r, vals in final.items():
+        runs[r] = []
+        for loss, acc in vals:
+            h = History(r, loss=[loss] * steps, accuracy=[acc] * steps, eval_steps=[5, steps],
+                        eval_loss=[loss + 0.1, loss], eval_accuracy=[acc - 0.1, acc])
+            runs[r].append(h)
+    n = len(next(iter(final.values())))
+    return study.Study("fake", None, steps, tuple(range(n)), tuple(final), runs)
+
+
+def test_compare_calls_follow_the_seed_spread_rule():
+    base = [(1.00, 0.70), (1.02, 0.72), (0.98, 0.68)]          # loss std 0.02, accuracy std 0.02
+    s = fake({
+        "fp32": base,
+        "amp_fp16": [(l + 0.01, a) for l, a in base],          # +0.01 loss: 0.5 spreads
+        "amp_bf16": [(l + 0.04, a - 0.1) for l, a in base],    # +0.04: 2 spreads; acc -0.1: 5 spreads
+        "fp16_pure": [(math.nan, 0.125)] * 3,
+    })
+    c = study.compare_to_baseline(s, "amp_fp16", "eval_loss")
+    assert (c.call, c.better) == ("within", False)
+    assert c.diff == pytest.approx(0.01) and c.spread == pytest.approx(0.02) and c.ratio == pytest.approx(0.5)
+    assert c.paired == pytest.approx(0.01)
+    assert study.compare_to_baseline(s, "amp_fp16", "eval_accuracy").call == "same"
+    assert study.compare_to_baseline(s, "amp_bf16", "eval_loss").call == "unclear"
+    c = study.compare_to_baseline(s, "amp_bf16", "eval_accuracy")
+    assert (c.call, c.better) == ("clear", False)
+    c = study.compare_to_baseline(s, "fp16_pure", "eval_loss")
+    assert (c.call, c.diverged, c.n) == ("diverged", 3, 3)
+    better = fake({"fp32": base, "amp_fp16": [(l - 0.1, a + 0.1) for l, a in base]})
+    assert study.compare_to_baseline(better, "amp_fp16", "eval_accuracy").better is True
+    assert study.compare_to_baseline(better, "amp_fp16", "eval_loss").better is True
+    with pytest.raises(ValueError):
+        study.compare_to_baseline(s, "amp_fp16", "speed")
+    with pytest.raises(ValueError):
+        study.compare_to_baseline(s, "fp8", "eval_loss")
+
+
+def test_verdict_sentences_are_derived_from_the_numbers():
+    base = [(1.00, 0.70), (1.02, 0.72), (0.98, 0.68)]
+    ok = fake({"fp32": base, "amp_fp16": [(l, a + 0.001) for l, a in base],
+               "amp_bf16": [(l + 0.001, a) for l, a in base]})
+    v = study.verdict(ok)
+    assert len(v) == 5
+    assert "within the spread" in v[1] and "0.001 better" in v[1]
+    assert v[-1].startswith("Claim 'mixed precision barely changes accuracy': holds here for amp_fp16, amp_bf16")
+    bad = fake({"fp32": base, "amp_fp16": [(l, a - 0.2) for l, a in base], "fp16_pure": [(math.nan, 0.1)] * 3})
+    v = study.verdict(bad)
+    assert "clearly worse" in v[1]
+    assert v[2].startswith("fp16_pure: diverged") and "3 of 3" in v[2]
+    assert "not shown here for amp_fp16" in v[-1]
+    with pytest.raises(ValueError):
+        study.verdict(bad, baseline="bf16_pure")
+
+
+def test_stats_and_summary():
+    s = study.stats([1.0, 3.0, math.nan])
+    assert (s["mean"], s["min"], s["max"], s["n"], s["diverged"]) == (2.0, 1.0, 3.0, 2, 1)
+    assert s["std"] == pytest.approx(math.sqrt(2))
+    assert study.stats([math.inf])["n"] == 0
+    rows = study.summary(fake({"fp32": [(1.0, 0.5), (2.0, 0.7)]}))
+    assert rows[0]["recipe"] == "fp32" and rows[0]["eval_loss"]["mean"] == 1.5
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return data.get_task("blobs", device="cpu", n=256)
+
+
+def test_run_study_trains_each_recipe_with_each_seed(tiny, capsys):
+    s = study.run_study(tiny, ("fp32", "amp_bf16"), seeds=(0, 1), model="mlp", steps=6, evals=2,
+                        threads=1, batch_size=16)
+    out = capsys.readouterr().out
+    assert out.count("[blobs] seed") == 4
+    assert s.recipes == ("fp32", "amp_bf16") and len(s.runs["fp32"]) == 2
+    assert s.runs["fp32"][0].eval_steps == [3, 6]
+    assert all(h.model is None for hs in s.runs.values() for h in hs)
+    f0, f1 = s.finals("fp32")
+    assert f0 != f1, "different seeds must give different runs"
+    xs, ys = s.curves("amp_bf16", "eval_accuracy")
+    assert xs == [3, 6] and len(ys) == 2
+    assert len(s.curves("fp32", "train_loss")[1][0]) == 6
+    assert torch.get_num_threads() >= 1
+
+
+def test_run_study_rejects_bad_input(tiny):
+    with pytest.raises(ValueError, match="seeds"):
+        study.run_study(tiny, seeds=(0,), steps=2)
+    with pytest.raises(ValueError, match="seed"):
+        study.run_study(tiny, seeds=(0, 1), steps=2, seed=3)
+    with pytest.raises(ValueError, match="unknown recipe"):
+        study.run_study(tiny, ("fp32", "fp7"), seeds=(0, 1), steps=2)
+    with pytest.raises(TypeError):
+        study.run_study(42, seeds=(0, 1), steps=2)
+
+
+def test_num_threads_restores_the_setting():
+    n = torch.get_num_threads()
+    with study.num_threads(1):
+        assert torch.get_num_threads() == 1
+    assert torch.get_num_threads() == n
+    with study.num_threads(None):
+        assert torch.get_num_threads() == n
+    with pytest.raises(ValueError):
+        with study.num_threads(0):
+            pass
+
+
+def test_step_times_side_by_side_and_time_verdict(tiny):
+    t = study.step_times(tiny, ("fp32", "amp_bf16"), model="mlp", steps=2, rounds=1, repeats=1,
+                         min_time_s=0.0, threads=1, batch_size=8)
+    assert set(t) == {"fp32", "amp_bf16"} and all(v.median_s > 0 for v in t.values())
+    v = study.time_verdict(t, device_note=" on this CPU")
+    assert len(v) == 1 and v[0].startswith("amp_bf16:") and "× " in v[0] and "on this CPU" in v[0]
+    with pytest.raises(ValueError):
+        study.time_verdict(t, baseline="amp_fp16")
+
+
+def test_plots_draw_a_line_and_band_per_recipe():
+    import matplotlib.pyplot as plt
+    base = [(1.00, 0.70), (1.02, 0.72), (0.98, 0.68)]
+    s = fake({"fp32": base, "fp16_pure": [(math.nan, 0.1)] * 3})
+    fig, (a, b) = plt.subplots(1, 2)
+    study.plot_curves(s, a, "eval_loss")
+    assert len(a.lines) == 2 and len(a.collections) == 2
+    assert "loss" in a.get_ylabel() and a.get_xlabel() == "optimizer step"
+    study.plot_finals(s, b, "eval_accuracy")
+    assert [t.get_text() for t in b.get_xticklabels()] == ["fp32", "fp16_pure"]
+    with pytest.raises(ValueError):
+        study.plot_curves(s, a, band="iqr")
+    plt.close(fig)
