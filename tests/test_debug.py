@@ -187,3 +187,22 @@ def test_nonfinite_rows():
     assert debug.nonfinite_rows(torch.ones(3, dtype=torch.long)).tolist() == []
     with pytest.raises(ValueError):
         debug.nonfinite_rows(torch.tensor(1.0))
+
+
+def test_plot_module_calls_marks_the_first_nonfinite():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    net = nn.Sequential(nn.Linear(4, 4), nn.Sequential(nn.Linear(4, 4)), nn.ReLU())
+    with torch.no_grad():
+        net[1][0].weight.fill_(float("inf"))
+    _, calls = debug.trace_modules(net, _x().abs() + 1)
+    fig, ax = plt.subplots()
+    debug.plot_module_calls(calls, ax)
+    labels = [t.get_text() for t in ax.get_xticklabels()]
+    assert labels == ["0", "1.0", "1", "2", "(model)"]      # leaves, plus parents that went non-finite
+    assert "first non-finite output: 1.0 (Linear, " in ax.get_title()
+    assert ax.get_yscale() == "log"
+    with pytest.raises(ValueError):
+        debug.plot_module_calls([], ax)
+    plt.close(fig)

@@ -10,3 +10,4 @@ from .formats import FormatExplorer, NumberLine, format_explorer, number_line_vi
 from .bench import RooflineExplorer, roofline_explorer  # lesson 06
 from .memory import MemoryExplorer, memory_explorer  # lesson 07
 from .autocast import AutocastExplorer, autocast_explorer, explain_op  # lesson 05
+from .debug import LayerExplorer, explore_layers, layer_explorer  # lesson 09
