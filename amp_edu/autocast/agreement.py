@@ -31,6 +31,7 @@ from typing import Any
 import torch
 
 from .mode import autocast
+from .policy import iter_tensors
 
 __all__ = ["Check", "Report", "cpu_checks", "cuda_checks", "run"]
 
@@ -213,14 +214,7 @@ def _call(call, cast_to=None):
 
 
 def _first_tensor(out):
-    if isinstance(out, torch.Tensor):
-        return out
-    if isinstance(out, (list, tuple)):
-        for o in out:
-            t = _first_tensor(o)
-            if t is not None:
-                return t
-    return None
+    return next(iter_tensors(out), None)
 
 
 def _outcome(fn) -> tuple[str, Any]:

@@ -60,7 +60,7 @@ import torch
 __all__ = [
     "LOWER", "FP32", "FP32_DTYPE", "PROMOTE", "BANNED", "KINDS",
     "POLICIES", "COMPOSITES", "ALIASES", "BCE_BANNED_MESSAGE",
-    "op_name", "kind_of", "is_eligible", "promote_dtype", "has_explicit_dtype", "decide",
+    "op_name", "kind_of", "is_eligible", "iter_tensors", "promote_dtype", "has_explicit_dtype", "decide",
 ]
 
 LOWER, FP32, FP32_DTYPE, PROMOTE, BANNED = "lower", "fp32", "fp32_dtype", "promote", "banned"
@@ -238,13 +238,13 @@ def is_eligible(t: Any, device_type: str) -> bool:
             and t.device.type == device_type)
 
 
-def _tensors(obj):
+def iter_tensors(obj):
     """Every tensor in ``obj``, looking inside lists and tuples (``cat``'s first argument)."""
     if isinstance(obj, torch.Tensor):
         yield obj
     elif isinstance(obj, (list, tuple)):
         for item in obj:
-            yield from _tensors(item)
+            yield from iter_tensors(item)
 
 
 def _map(obj, fn):
@@ -262,7 +262,7 @@ def promote_dtype(args, kwargs, device_type: str, lower: torch.dtype) -> torch.d
     low-precision dtype; any other floating dtype (bf16 in an fp16 region) is an error, as in torch.
     """
     widest = lower
-    for t in _tensors((args, tuple(kwargs.values()))):
+    for t in iter_tensors((args, tuple(kwargs.values()))):
         if not is_eligible(t, device_type):
             continue
         if t.dtype == torch.float32:

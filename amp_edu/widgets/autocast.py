@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from ..autocast import autocast
-from ..autocast.policy import decide, kind_of
+from ..autocast.policy import decide, iter_tensors, kind_of
 from ..autocast.trace import short_dtype
 
 __all__ = ["OPS", "DTYPES", "explain_op", "AutocastExplorer", "autocast_explorer"]
@@ -91,7 +91,7 @@ def explain_op(op: str, policy: str = "cuda", dtype: str = "fp16", a: str = "fp3
     kind = kind_of(policy, aten, args, {})
     try:
         cast_args = decide(kind, args, {}, device_type="cpu", dtype=low)[0] if kind else args
-        cast = [short_dtype(t.dtype) for t in _tensors(cast_args)]
+        cast = [short_dtype(t.dtype) for t in iter_tensors(cast_args)]
     except RuntimeError:
         cast = []
     with autocast("cpu", dtype=low, policy=policy):
@@ -101,16 +101,8 @@ def explain_op(op: str, policy: str = "cuda", dtype: str = "fp16", a: str = "fp3
         with torch.autocast("cpu", dtype=low):
             theirs = _outcome(fn, args)
     return {"op": op, "aten": aten, "policy": policy, "kind": kind or "untouched",
-            "inputs": [short_dtype(t.dtype) for t in _tensors(args)], "cast_inputs": cast,
+            "inputs": [short_dtype(t.dtype) for t in iter_tensors(args)], "cast_inputs": cast,
             "ours": ours, "torch": theirs, "why": WHY[kind]}
-
-
-def _tensors(obj):
-    if isinstance(obj, torch.Tensor):
-        return [obj]
-    if isinstance(obj, (list, tuple)):
-        return [t for item in obj for t in _tensors(item)]
-    return []
 
 
 def explain_html(e: dict) -> str:
