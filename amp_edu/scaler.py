@@ -1,0 +1,589 @@
+"""Dynamic loss scaling, written out in full: a drop-in for ``torch.amp.GradScaler``.
+
+Why a scaler at all? fp16 gradients below 2^-24 round to zero. Multiplying the loss by a scale
+``S`` multiplies every gradient by ``S`` (the chain rule is linear), lifting small gradients into
+fp16's range; before the optimizer uses them we divide by ``S`` again. Too large an ``S`` and some
+gradient overflows to inf (or an inf - inf makes a NaN). *Dynamic* loss scaling picks ``S`` by
+trial and error, every iteration:
+
+1. ``scale(loss)``    -- multiply the loss by ``S`` (a float32 0-dim tensor kept on the device);
+2. ``unscale_(opt)``  -- multiply every gradient by ``1/S`` (computed in float64, stored as
+   float32) and record whether any gradient held an inf or NaN (``found_inf``);
+3. ``step(opt)``      -- run ``opt.step()`` only if ``found_inf`` is 0: a bad step is *skipped*;
+4. ``update()``       -- the update rule (:func:`update_scale_`): after an overflow multiply ``S``
+   by ``backoff_factor`` (0.5) and reset the *growth tracker*; otherwise count one more good
+   step, and when ``growth_interval`` (2000) good steps in a row have happened multiply ``S`` by
+   ``growth_factor`` (2.0), unless that would make the float32 ``S`` infinite.
+
+Each optimizer moves through a small state machine between two ``update()`` calls::
+
+    READY --unscale_()--> UNSCALED --step()--> STEPPED --update()--> READY
+      \\_________________step() unscales first_____/
+
+Calling ``unscale_`` twice, ``unscale_`` after ``step``, or ``step`` twice raises, because each
+would divide the gradients by ``S`` twice or step on stale checks.
+
+Everything a user can observe matches ``torch.amp.GradScaler``: the constructor and its checks,
+the getters and setters, the state dict, the exception types and messages, and -- bit for bit --
+the scale, the growth tracker, which steps are skipped and the parameters (``tests/test_scaler.py``
+drives both side by side). Torch does steps 2 and 4 in two fused private kernels
+(``_amp_foreach_non_finite_check_and_unscale_`` and ``_amp_update_scale_``); here they are
+:func:`non_finite_check_and_unscale_` and :func:`update_scale_` (the rule itself, on plain
+numbers, is :func:`update_rule`), written with public tensor ops. On a GPU, like torch's, they
+never read a value back to Python, so the CPU does not wait for the GPU until ``step`` asks
+whether to skip.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import struct
+import warnings
+from collections import abc, defaultdict
+from enum import Enum
+from importlib.util import find_spec
+from typing import Any
+
+import numpy as np
+import torch
+
+__all__ = ["GradScaler", "OptState", "inverse_scale", "non_finite_check_and_unscale_", "update_rule", "update_scale_"]
+
+
+# --------------------------------------------------------------------------------------------
+# The two numerical pieces: unscale-with-check, and the update rule.
+# --------------------------------------------------------------------------------------------
+
+def inverse_scale(scale: torch.Tensor) -> torch.Tensor:
+    """``1/scale`` as float32, computed in float64.
+
+    A correctly rounded float32 division gives the same answer, but float32 division is not always
+    correctly rounded (fast-math GPU builds use an approximate reciprocal); going through float64
+    makes the result the correctly rounded one everywhere, so every machine unscales alike.
+    """
+    return scale.double().reciprocal().float()
+
+
+# On a CPU, same-shaped small gradients are stacked into buffers of fewer than this many elements,
+# each checked by one reduction; a larger gradient is checked on its own, in place. 2^15 is
+# torch's parallel grain: a smaller op runs on one thread and never wakes the thread pool (which
+# can cost milliseconds on a busy machine).
+_CPU_CHUNK = (1 << 15) - 1
+
+
+def _cpu_extremes(same_shape: list[torch.Tensor]) -> list[torch.Tensor]:
+    """The min and max of every element of ``same_shape`` (tensors of one shape, dtype, on the CPU)
+    as a few 0-dim tensors: ``torch.aminmax`` of stacked groups of small tensors (one reduction
+    per group, instead of one per tensor), or of each large tensor in place."""
+    n = same_shape[0].numel()
+    if n == 0:
+        return []                                     # nothing to check (and no min or max)
+    if n >= _CPU_CHUNK:
+        return [m for t in same_shape for m in torch.aminmax(t)]
+    per = _CPU_CHUNK // n
+    out: list[torch.Tensor] = []
+    for i in range(0, len(same_shape), per):
+        part = same_shape[i:i + per]
+        out.extend(torch.aminmax(torch.stack(part) if len(part) > 1 else part[0]))
+    return out
+
+
+def _markers(by_shape: dict, fused: bool) -> list[torch.Tensor]:
+    """0-dim tensors that are all finite exactly when every gradient in ``by_shape`` is.
+
+    ``fused`` (GPUs): ``max |g|`` of every tensor from one multi-tensor kernel. Otherwise (CPU):
+    min and max of stacked groups, :func:`_cpu_extremes`.
+    """
+    if fused:
+        nonempty = [g for same_shape in by_shape.values() for g in same_shape if g.numel() > 0]
+        return list(torch._foreach_norm(nonempty, math.inf)) if nonempty else []
+    return [m for same_shape in by_shape.values() for m in _cpu_extremes(same_shape)]
+
+
+def _check_and_unscale_(by_shape: dict, found_inf: torch.Tensor, inv_scale: torch.Tensor) -> None:
+    """:func:`non_finite_check_and_unscale_` for gradients already grouped by shape."""
+    grads = [g for same_shape in by_shape.values() for g in same_shape]
+    if not grads:
+        return
+    markers = _markers(by_shape, fused=grads[0].device.type != "cpu")
+    if markers:
+        # x * 0 is 0 for a finite x and NaN for inf or NaN: the sum is 0 exactly when all are finite
+        found_inf.masked_fill_(torch.stack(markers).mul_(0).sum().ne(0), 1.0)
+    torch._foreach_mul_(grads, inv_scale)     # after the check; bf16/fp16: in float32, rounded back
+
+
+def non_finite_check_and_unscale_(grads: list[torch.Tensor], found_inf: torch.Tensor,
+                                  inv_scale: torch.Tensor) -> None:
+    """Multiply each tensor in ``grads`` by ``inv_scale`` in place; set ``found_inf`` to 1.0 if any
+    element was inf or NaN *before* the multiplication (``found_inf`` is never reset to 0).
+
+    The same contract as torch's private ``_amp_foreach_non_finite_check_and_unscale_``: ``grads``
+    share one device and dtype; ``found_inf`` and ``inv_scale`` are float32 one-element tensors on
+    that device. The check looks at the scaled values: with a scale below 1, ``inv_scale > 1`` can
+    push a large finite gradient to inf, and that is not an overflow of the *scaled* gradient.
+    The gradients are multiplied even when a non-finite value is found (the step will be skipped).
+
+    How the check works: a tensor holds no inf or NaN exactly when its smallest and largest
+    elements are finite (NaN propagates through min and max, -inf shows in the min, +inf in the
+    max), or equally when ``max |g|`` is finite. On a GPU ``torch._foreach_norm(grads, inf)`` gives
+    ``max |g|`` of every tensor in one fused kernel. On a CPU that op loops over the tensors, and
+    each reduction has a fixed cost that would dominate for a model's many small tensors, so
+    same-shaped small tensors are stacked and reduced together with ``torch.aminmax``.
+    """
+    by_shape: dict[torch.Size, list[torch.Tensor]] = {}
+    for g in grads:
+        by_shape.setdefault(g.shape, []).append(g)
+    _check_and_unscale_(by_shape, found_inf, inv_scale)
+
+
+def _to_float32(x: float) -> float:
+    """Round a Python float (a double) to the nearest float32, to inf when it overflows."""
+    try:
+        return struct.unpack("f", struct.pack("f", x))[0]
+    except OverflowError:
+        return math.copysign(math.inf, x)
+
+
+def update_rule(scale: float, growth_tracker: int, found_inf: float, growth_factor: float,
+                backoff_factor: float, growth_interval: int) -> tuple[float, int]:
+    """The dynamic loss-scaling rule on plain numbers: returns the new ``(scale, growth_tracker)``.
+
+    ``scale`` is a float32 value, so the products are taken in float64 and rounded once to float32,
+    as torch's kernel does. ``==``, not ``>=``: a tracker already past the interval (after
+    ``set_growth_interval``) never grows the scale. A NaN ``found_inf`` counts as found.
+    """
+    if found_inf:                                   # some optimizer saw inf/NaN: back off
+        return _to_float32(scale * backoff_factor), 0
+    growth_tracker += 1                             # one more good step in a row
+    if growth_tracker == growth_interval:
+        grown = _to_float32(scale * growth_factor)
+        return (grown if math.isfinite(grown) else scale), 0   # never grow the float32 scale to inf
+    return scale, growth_tracker
+
+
+def update_scale_(scale: torch.Tensor, growth_tracker: torch.Tensor, found_inf: torch.Tensor,
+                  growth_factor: float, backoff_factor: float, growth_interval: int) -> torch.Tensor:
+    """Apply :func:`update_rule` in place to the 0-dim tensors ``scale`` (float32) and
+    ``growth_tracker`` (int32); returns ``scale``. Torch's ``_amp_update_scale_``, with its
+    argument checks.
+
+    On a CPU the tensors are read into Python and written back: reading a CPU tensor is free. On a
+    GPU, reading would make the CPU wait for the GPU to finish all queued work (a *sync*), so
+    there the same rule is written with ``torch.where`` and runs on the device.
+    """
+    _check_update_args(growth_factor, backoff_factor, growth_interval)
+    if scale.device.type == "cpu" and growth_tracker.device.type == "cpu" and found_inf.device.type == "cpu":
+        new_scale, new_tracker = update_rule(scale.item(), growth_tracker.item(), found_inf.item(),
+                                             float(growth_factor), float(backoff_factor), int(growth_interval))
+        scale.fill_(new_scale)
+        growth_tracker.fill_(new_tracker)
+        return scale
+    return _update_scale_on_device_(scale, growth_tracker, found_inf, growth_factor, backoff_factor,
+                                    growth_interval)
+
+
+def _update_scale_on_device_(scale, growth_tracker, found_inf, growth_factor, backoff_factor, growth_interval):
+    """:func:`update_rule` without reading anything back: every branch is computed, ``where`` picks."""
+    found = found_inf.ne(0)                                         # NaN != 0: NaN counts as found
+    counted = growth_tracker + 1
+    grow = counted.eq(growth_interval).logical_and_(found.logical_not())
+    wide = scale.double()
+    grown = (wide * growth_factor).float()
+    backed_off = (wide * backoff_factor).float()
+    grown_ok = grow.logical_and(grown.mul(0).eq(0))                  # finite: x*0 == 0; inf*0 is NaN
+    scale.copy_(torch.where(found, backed_off, torch.where(grown_ok, grown, scale)))
+    growth_tracker.copy_(torch.where(found.logical_or(grow), 0, counted))
+    return scale
+
+
+def _check_update_args(growth_factor, backoff_factor, growth_interval) -> None:
+    """Reject what torch's argument parser rejects for ``_amp_update_scale_``, with its message:
+    a float argument takes a Python or NumPy number or a 0-dim tensor; an int argument an integer
+    (not a bool) or a 0-dim integer tensor. So ``set_growth_interval(1e3)`` fails at ``update()``."""
+    for pos, name, value, is_int in ((4, "scale_growth_factor", growth_factor, False),
+                                     (5, "scale_backoff_factor", backoff_factor, False),
+                                     (6, "growth_interval", growth_interval, True)):
+        if isinstance(value, torch.Tensor):
+            ok = value.dim() == 0 and (not is_int or not (value.is_floating_point() or value.is_complex()
+                                                          or value.dtype == torch.bool))
+        elif is_int:
+            ok = isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+        else:
+            ok = isinstance(value, (int, float, np.integer, np.floating, np.bool_))
+        if not ok:
+            kind = type(value)
+            shown = kind.__name__ if kind.__module__ == "builtins" or kind.__flags__ & (1 << 9) \
+                else f"{kind.__module__}.{kind.__name__}"   # C types show their module, like torch
+            raise TypeError(f"_amp_update_scale_(): argument '{name}' (position {pos}) must be "
+                            f"{'int' if is_int else 'float'}, not {shown}")
+
+
+# --------------------------------------------------------------------------------------------
+# The scaler: bookkeeping around the two pieces above.
+# --------------------------------------------------------------------------------------------
+
+class OptState(Enum):
+    """Where one optimizer is in the current iteration (reset to READY by ``update()``)."""
+
+    READY = 0      # nothing done since the last update()
+    UNSCALED = 1   # unscale_() ran: gradients are divided by S, found_inf is recorded
+    STEPPED = 2    # step() ran (or was skipped)
+
+
+def _refresh_per_optimizer_state() -> dict[str, Any]:
+    # a module-level function (not a lambda) so that the defaultdict can be pickled
+    return {"stage": OptState.READY, "found_inf_per_device": {}}
+
+
+class _PerDevice:
+    """One tensor, copied lazily to each device that asks for it (model-parallel gradients)."""
+
+    def __init__(self, master: torch.Tensor) -> None:
+        self.master = master
+        self.copies: dict[torch.device, torch.Tensor] = {}
+
+    def get(self, device: torch.device) -> torch.Tensor:
+        if device not in self.copies:
+            same = device == self.master.device
+            self.copies[device] = self.master if same else self.master.to(device=device, non_blocking=True)
+        return self.copies[device]
+
+
+class GradScaler:
+    """Dynamic loss scaling, a drop-in for ``torch.amp.GradScaler``::
+
+        scaler = GradScaler("cuda")                # or "cpu"
+        for x, y in data:
+            opt.zero_grad()
+            with torch.autocast("cuda", dtype=torch.float16):
+                loss = loss_fn(model(x), y)
+            scaler.scale(loss).backward()          # gradients are S times too big
+            scaler.unscale_(opt)                   # optional: only to look at / clip true gradients
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            scaler.step(opt)                       # unscales if needed; skips the step on inf/NaN
+            scaler.update()                        # backoff or growth of S
+
+    Args (defaults as torch's):
+        device: ``"cuda"`` (default) or ``"cpu"``; with ``"cuda"`` on a machine without CUDA the
+            scaler warns and disables itself, exactly as torch's does.
+        init_scale: the first ``S``, 2^16. It is usually too big: the first steps overflow and
+            are skipped while ``S`` halves down to a value that fits. That is expected.
+        growth_factor: ``S`` is multiplied by it after ``growth_interval`` good steps (must be > 1).
+        backoff_factor: ``S`` is multiplied by it after a step with inf/NaN (must be < 1).
+        growth_interval: good steps in a row before ``S`` grows.
+        enabled: ``False`` turns every method into a no-op (``step`` just calls ``opt.step()``).
+    """
+
+    def __init__(self, device: str = "cuda", init_scale: float = 2.0 ** 16, growth_factor: float = 2.0,
+                 backoff_factor: float = 0.5, growth_interval: int = 2000, enabled: bool = True) -> None:
+        self._device = device
+        self._enabled = enabled
+        if device == "cuda" and enabled and not (torch.cuda.is_available() or find_spec("torch_xla")):
+            warnings.warn("torch.cuda.amp.GradScaler is enabled, but CUDA is not available.  Disabling.",
+                          stacklevel=2)
+            self._enabled = False
+        if not self._enabled:
+            return          # a disabled scaler keeps no state at all (like torch's)
+        if growth_factor <= 1.0:
+            raise AssertionError("The growth factor must be > 1.0.")
+        if backoff_factor >= 1.0:
+            raise AssertionError("The backoff factor must be < 1.0.")
+        self._init_scale = init_scale
+        self._scale: torch.Tensor | None = None            # created by the first scale() call,
+        self._growth_factor = growth_factor
+        self._backoff_factor = backoff_factor
+        self._growth_interval = growth_interval
+        self._init_growth_tracker = 0
+        self._growth_tracker: torch.Tensor | None = None   # on the device of the first output
+        self._per_optimizer_states: dict[int, dict[str, Any]] = defaultdict(_refresh_per_optimizer_state)
+
+    # ---- the scale and growth tracker live on the device, created lazily -----------------------
+
+    def _lazy_init_scale_growth_tracker(self, device: torch.device) -> None:
+        if self._growth_tracker is not None:
+            raise AssertionError("_growth_tracker initialized before _scale")
+        self._scale = torch.full((), self._init_scale, dtype=torch.float32, device=device)
+        self._growth_tracker = torch.full((), self._init_growth_tracker, dtype=torch.int32, device=device)
+
+    def _check_scale_growth_tracker(self, funcname: str) -> tuple[torch.Tensor, torch.Tensor]:
+        fix = "This may indicate your script did not use scaler.scale(loss or outputs) earlier in the iteration."
+        if self._scale is None:
+            raise AssertionError(f"Attempted {funcname} but _scale is None.  " + fix)
+        if self._growth_tracker is None:
+            raise AssertionError(f"Attempted {funcname} but _growth_tracker is None.  " + fix)
+        return self._scale, self._growth_tracker
+
+    # ---- 1. scale -----------------------------------------------------------------------------
+
+    def scale(self, outputs):
+        """``outputs * S`` for a tensor, or for each tensor in a (nested) list, tuple or iterable.
+
+        Lists and tuples come back as lists and tuples; any other iterable as a lazy ``map``.
+        """
+        if not self._enabled:
+            return outputs
+        if isinstance(outputs, torch.Tensor):      # the common case: one loss
+            if self._scale is None:
+                self._lazy_init_scale_growth_tracker(outputs.device)
+            return outputs * self._scale.to(device=outputs.device, non_blocking=True)
+
+        per_device: list[_PerDevice] = []          # made when the first tensor is met
+
+        def apply(value):
+            if isinstance(value, torch.Tensor):
+                if not per_device:
+                    if self._scale is None:
+                        self._lazy_init_scale_growth_tracker(value.device)
+                    per_device.append(_PerDevice(self._scale))
+                return value * per_device[0].get(value.device)
+            if isinstance(value, abc.Iterable):
+                scaled = map(apply, value)
+                return type(value)(scaled) if isinstance(value, (list, tuple)) else scaled
+            raise ValueError("outputs must be a Tensor or an iterable of Tensors")
+
+        return apply(outputs)
+
+    # ---- 2. unscale ---------------------------------------------------------------------------
+
+    def _unscale_grads_(self, optimizer, inv_scale: torch.Tensor, found_inf: torch.Tensor,
+                        allow_fp16: bool) -> dict[torch.device, torch.Tensor]:
+        """Unscale ``optimizer``'s gradients, grouped by device and dtype (one fused pass per group);
+        returns ``{device: found_inf}``."""
+        inv_scales, found_infs = _PerDevice(inv_scale), _PerDevice(found_inf)
+        # {(device, dtype): {shape: [grads]}}: one fused check-and-unscale per device and dtype
+        groups: dict[tuple, dict[torch.Size, list[torch.Tensor]]] = {}
+        with torch.no_grad():
+            for group in optimizer.param_groups:
+                for param in group["params"]:
+                    if not isinstance(param, torch.Tensor):
+                        raise AssertionError(f"expected param to be torch.Tensor, got {type(param).__name__}")
+                    grad = param.grad
+                    if grad is None:
+                        continue
+                    if not allow_fp16 and grad.dtype == torch.float16:
+                        # fp16 *parameters* (model.half()) give fp16 gradients: unscaling them
+                        # in fp16 would underflow -- the master weights must be fp32.
+                        raise ValueError("Attempting to unscale FP16 gradients.")
+                    if grad.is_sparse:
+                        # duplicate indices add up when coalesced, which may overflow fp16
+                        if grad.dtype is torch.float16:
+                            param.grad = grad = grad.coalesce()
+                        grad = grad._values()
+                    groups.setdefault((grad.device, grad.dtype), {}).setdefault(grad.shape, []).append(grad)
+            for (device, _), by_shape in groups.items():
+                _check_and_unscale_(by_shape, found_infs.get(device), inv_scales.get(device))
+        return found_infs.copies
+
+    def unscale_(self, optimizer) -> None:
+        """Divide ``optimizer``'s gradients by ``S`` in place, and record whether any was inf/NaN.
+
+        Call it before anything that needs the true gradients, e.g. ``clip_grad_norm_``; at most
+        once per optimizer per iteration, after all gradients are accumulated. ``step`` calls it
+        if you did not.
+        """
+        if not self._enabled:
+            return
+        self._check_scale_growth_tracker("unscale_")
+        state = self._per_optimizer_states[id(optimizer)]
+        if state["stage"] is OptState.UNSCALED:
+            raise RuntimeError("unscale_() has already been called on this optimizer since the last update().")
+        if state["stage"] is OptState.STEPPED:
+            raise RuntimeError("unscale_() is being called after step().")
+        if self._scale.device == torch.device("mps:0"):   # no float64 on Apple GPUs
+            inv_scale = self._scale.reciprocal()
+        else:
+            inv_scale = inverse_scale(self._scale)
+        found_inf = torch.full((), 0.0, dtype=torch.float32, device=self._scale.device)
+        state["found_inf_per_device"] = self._unscale_grads_(optimizer, inv_scale, found_inf, False)
+        state["stage"] = OptState.UNSCALED
+
+    # ---- 3. step ------------------------------------------------------------------------------
+
+    def step(self, optimizer, *args, **kwargs):
+        """Unscale (unless ``unscale_`` ran), then ``optimizer.step(*args, **kwargs)`` if no gradient
+        was inf/NaN; returns what ``optimizer.step`` returned, or ``None`` for a skipped step.
+
+        A ``closure=`` keyword is refused: a closure re-evaluates the loss inside ``step``, after
+        the scaler has already decided on the gradients of the previous evaluation.
+        """
+        if not self._enabled:
+            return optimizer.step(*args, **kwargs)
+        if "closure" in kwargs:
+            raise RuntimeError("Closure use is not currently supported if GradScaler is enabled.")
+        self._check_scale_growth_tracker("step")
+        state = self._per_optimizer_states[id(optimizer)]
+        if state["stage"] is OptState.STEPPED:
+            raise RuntimeError("step() has already been called since the last update().")
+        if getattr(optimizer, "_step_supports_amp_scaling", False):
+            return self._step_amp_aware(optimizer, state, *args, **kwargs)
+        if state["stage"] is OptState.READY:
+            self.unscale_(optimizer)
+        if len(state["found_inf_per_device"]) == 0:
+            raise AssertionError("No inf checks were recorded for this optimizer.")
+        retval = self._maybe_opt_step(optimizer, state, *args, **kwargs)
+        state["stage"] = OptState.STEPPED
+        return retval
+
+    def _maybe_opt_step(self, optimizer, state, *args, **kwargs):
+        # the one place the scaler waits for the device: is this step skipped?
+        if not sum(v.item() for v in state["found_inf_per_device"].values()):
+            return optimizer.step(*args, **kwargs)
+        return None
+
+    def _step_amp_aware(self, optimizer, state, *args, **kwargs):
+        """Optimizers with ``_step_supports_amp_scaling`` (the fused Adam/AdamW/SGD) unscale and
+        skip inside their own fused kernel: hand them ``grad_scale`` and ``found_inf`` attributes
+        (or, for old-style optimizers whose ``step`` takes ``grad_scaler=``, the scaler itself)."""
+        takes_scaler = "grad_scaler" in inspect.signature(optimizer.step).parameters
+        if takes_scaler:
+            warnings.warn(
+                "GradScaler is going to stop passing itself as a keyword argument to the passed "
+                "optimizer. In the near future GradScaler registers `grad_scale: Tensor` and "
+                "`found_inf: Tensor` to the passed optimizer and let the optimizer use them directly.",
+                FutureWarning, stacklevel=3)
+            kwargs.update({"grad_scaler": self})
+        else:
+            if state["stage"] is OptState.READY:
+                self._check_inf_per_device(optimizer)          # check only: the optimizer unscales
+            found_inf = sum(t.to(self._scale.device, non_blocking=True)
+                            for t in state["found_inf_per_device"].values())
+            if state["stage"] == OptState.UNSCALED:            # gradients already divided by S
+                optimizer.grad_scale = getattr(optimizer, "grad_scale", None)
+            else:
+                optimizer.grad_scale = self._scale * getattr(optimizer, "grad_scale", 1)
+            optimizer.found_inf = found_inf
+        retval = optimizer.step(*args, **kwargs)
+        state["stage"] = OptState.STEPPED
+        if not takes_scaler:
+            del optimizer.grad_scale
+            del optimizer.found_inf
+        return retval
+
+    # ---- 4. update ----------------------------------------------------------------------------
+
+    def update(self, new_scale: float | torch.Tensor | None = None) -> None:
+        """Apply the update rule (:func:`update_scale_`) with the inf/NaN checks of every optimizer
+        stepped this iteration, or set ``S`` to ``new_scale`` (a float, or a one-element tensor on
+        the scaler's device that does not require grad; it is copied). Call once per iteration,
+        after every ``step``. Nothing stops ``S`` from falling below 1: a scale that keeps falling
+        means the model, loss or data makes inf/NaN by itself.
+        """
+        if not self._enabled:
+            return
+        scale, tracker = self._check_scale_growth_tracker("update")
+        if new_scale is not None:
+            if isinstance(new_scale, float):
+                scale.fill_(new_scale)
+            else:
+                reason = ("new_scale should be a float or a 1-element torch.cuda.FloatTensor or "
+                          "torch.FloatTensor with requires_grad=False.")
+                if new_scale.device.type != self._device or new_scale.numel() != 1 or new_scale.requires_grad is True:
+                    raise AssertionError(reason)
+                scale.copy_(new_scale)
+        else:
+            found_infs = [f.to(device=scale.device, non_blocking=True)
+                          for state in self._per_optimizer_states.values()
+                          for f in state["found_inf_per_device"].values()]
+            if len(found_infs) == 0:
+                raise AssertionError("No inf checks were recorded prior to update.")
+            found_inf = found_infs[0]
+            for more in found_infs[1:]:
+                found_inf += more       # in place, like torch: counts optimizers that overflowed
+            update_scale_(scale, tracker, found_inf, self._growth_factor, self._backoff_factor,
+                          self._growth_interval)
+        self._per_optimizer_states = defaultdict(_refresh_per_optimizer_state)
+
+    # ---- getters and setters ------------------------------------------------------------------
+
+    def _get_scale_async(self) -> torch.Tensor | None:
+        return self._scale
+
+    def get_scale(self) -> float:
+        """``S`` as a Python float (1.0 when disabled). Reads the device: a sync on a GPU."""
+        if not self._enabled:
+            return 1.0
+        return self._init_scale if self._scale is None else self._scale.item()
+
+    def get_growth_factor(self) -> float:
+        return self._growth_factor
+
+    def set_growth_factor(self, new_factor: float) -> None:
+        self._growth_factor = new_factor
+
+    def get_backoff_factor(self) -> float:
+        return self._backoff_factor
+
+    def set_backoff_factor(self, new_factor: float) -> None:
+        self._backoff_factor = new_factor
+
+    def get_growth_interval(self) -> int:
+        return self._growth_interval
+
+    def set_growth_interval(self, new_interval: int) -> None:
+        self._growth_interval = new_interval
+
+    def _get_growth_tracker(self) -> int:
+        if not self._enabled:
+            return 0
+        return self._init_growth_tracker if self._growth_tracker is None else self._growth_tracker.item()
+
+    def is_enabled(self) -> bool:
+        return self._enabled
+
+    def _found_inf_per_device(self, optimizer) -> dict[torch.device, torch.Tensor]:
+        return self._per_optimizer_states[id(optimizer)]["found_inf_per_device"]
+
+    def _check_inf_per_device(self, optimizer) -> dict[torch.device, torch.Tensor]:
+        """Check ``optimizer``'s gradients for inf/NaN without unscaling them (fp16 allowed)."""
+        scale, _ = self._check_scale_growth_tracker("_check_inf_per_device")
+        one = torch.full((), 1.0, dtype=torch.float32, device=scale.device)
+        found_inf = torch.full((), 0.0, dtype=torch.float32, device=scale.device)
+        state = self._per_optimizer_states[id(optimizer)]
+        state["found_inf_per_device"] = self._unscale_grads_(optimizer, one, found_inf, True)
+        return state["found_inf_per_device"]
+
+    # ---- checkpointing ------------------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        """``scale``, ``growth_factor``, ``backoff_factor``, ``growth_interval``, ``_growth_tracker``
+        (Python numbers; ``{}`` when disabled). Save it with the model and optimizer, after
+        ``update()``: a resumed run without it restarts at 2^16 and skips steps again."""
+        if not self._enabled:
+            return {}
+        return {"scale": self.get_scale(), "growth_factor": self._growth_factor,
+                "backoff_factor": self._backoff_factor, "growth_interval": self._growth_interval,
+                "_growth_tracker": self._get_growth_tracker()}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Restore what :meth:`state_dict` saved (ours or torch's: the keys are the same)."""
+        if not self._enabled:
+            return
+        if len(state_dict) == 0:
+            raise RuntimeError("The source state dict is empty, possibly because it was saved "
+                               "from a disabled instance of GradScaler.")
+        self._init_scale = state_dict["scale"]
+        if self._scale is not None:
+            self._scale.fill_(state_dict["scale"])
+        self._growth_factor = state_dict["growth_factor"]
+        self._backoff_factor = state_dict["backoff_factor"]
+        self._growth_interval = state_dict["growth_interval"]
+        self._init_growth_tracker = state_dict["_growth_tracker"]
+        if self._growth_tracker is not None:
+            self._growth_tracker.fill_(state_dict["_growth_tracker"])
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        if self._enabled:
+            if len(self._per_optimizer_states) != 0:
+                raise AssertionError("A GradScaler instance may only be pickled at the beginning "
+                                     "of an iteration, or at the end after scaler.update().")
+            # pickle the numbers, not the tensors; the copy re-creates them lazily
+            state["_init_scale"] = self.get_scale()
+            state["_init_growth_tracker"] = self._get_growth_tracker()
+            state["_scale"] = None
+            state["_growth_tracker"] = None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
