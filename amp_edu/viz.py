@@ -179,3 +179,23 @@ def category_grid(ax, rows, cols, cells, colors: dict, *, title: str | None = No
     if title:
         ax.set_title(title)
     return ax
+
+
+__all__ += ["scale_trajectory"]
+
+
+def scale_trajectory(ax, scales, skipped=None, *, label: str | None = "loss scale", color: str | None = None,
+                     marker_label: str | None = "skipped step (inf/NaN)"):
+    """Plot a loss-scale trajectory: the scale used at each step on a log2 axis, as a step line, and
+    each skipped step as a red ``x`` at the scale that overflowed. Returns ``ax``."""
+    scales = [float(s) for s in scales]
+    if skipped is not None and len(skipped) != len(scales):
+        raise ValueError(f"skipped has {len(skipped)} entries for {len(scales)} scales")
+    steps = range(len(scales))
+    ax.step(steps, scales, where="post", color=color, lw=1.3, label=label)
+    if skipped is not None:
+        xs = [i for i, s in enumerate(skipped) if s]
+        ax.plot(xs, [scales[i] for i in xs], "x", color="#d62728", ms=5, mew=1.2, label=marker_label)
+    log2_axis(ax, "y", label="loss scale S")
+    ax.set_xlabel("optimizer step")
+    return ax

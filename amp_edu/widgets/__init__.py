@@ -11,3 +11,4 @@ from .bench import RooflineExplorer, roofline_explorer  # lesson 06
 from .memory import MemoryExplorer, memory_explorer  # lesson 07
 from .autocast import AutocastExplorer, autocast_explorer, explain_op  # lesson 05
 from .debug import LayerExplorer, explore_layers, layer_explorer  # lesson 09
+from .scaler import ScaleExplorer, scale_explorer, simulate_scale  # lesson 04
