@@ -34,8 +34,9 @@ batch size, gradient clipping (after unscaling — ``scaler.unscale_(opt)`` firs
 gradient accumulation, an lr scheduler, a per-step callback and a progress line every N steps.
 
 The returned :class:`History` has one entry per optimizer step: ``loss`` and ``accuracy`` of the
-training batch, the loss ``scale`` used, whether the step was ``skipped`` (inf/NaN gradients),
-``time_s``, and — with ``track_updates=True`` — ``lost_updates``: the fraction of the weights the
+training batch, the loss ``scale`` used, whether any gradient was non-finite (``nonfinite_grads``) and whether the
+step was therefore ``skipped`` (only loss-scaled recipes skip; the others step regardless, as a
+plain loop would, so NaN reaches the weights), ``time_s``, and — with ``track_updates=True`` — ``lost_updates``: the fraction of the weights the
 optimizer updates (the fp32 master copy in ``fp16_master*``) that had a non-zero (unscaled)
 gradient but did **not change** in the step: their update rounded away. Skipped steps record 0.
 The lr scheduler is stepped only on steps that were not skipped.
@@ -125,6 +126,7 @@ class History:
     accuracy: list = field(default_factory=list)      # training-batch accuracy
     scale: list = field(default_factory=list)         # loss scale used (1.0 without scaling)
     skipped: list = field(default_factory=list)       # True where inf/NaN gradients skipped the step
+    nonfinite_grads: list = field(default_factory=list)  # True where a gradient held inf/NaN
     time_s: list = field(default_factory=list)        # wall time of the step
     lr: list = field(default_factory=list)            # learning rate used
     lost_updates: list = field(default_factory=list)  # with track_updates: fraction rounded away
@@ -307,19 +309,22 @@ def train(task, model: "nn.Module | str | None" = None, recipe: "str | Recipe" =
                     if p.grad is not None:
                         p.grad.mul_(1.0 / S)
         finite = _all_finite([p.grad for p in step_params])
+        # Only a recipe with loss scaling checks and skips; the others step whatever the grads
+        # hold, as a plain loop would (so NaN gradients reach the weights).
+        skip = not finite and (scaler is not None or rec.static_scale is not None)
         before = [p.detach().clone() for p in step_params] if track_updates else None
-        if clip_grad_norm is not None and finite:
+        if clip_grad_norm is not None and not skip:
             torch.nn.utils.clip_grad_norm_(step_params, clip_grad_norm)
         if scaler is not None:
             scaler.step(opt)                        # skips by itself when it found inf/NaN
             scaler.update()
-        elif finite:
+        elif not skip:
             opt.step()
-        if master is not None and finite:
+        if master is not None and not skip:
             with torch.no_grad():
                 for p, m in zip(params, master):
                     p.copy_(m)
-        if sched is not None and finite:
+        if sched is not None and not skip:
             sched.step()
         _sync(dev)
         hist.time_s.append(time.perf_counter() - t0)
@@ -332,11 +337,12 @@ def train(task, model: "nn.Module | str | None" = None, recipe: "str | Recipe" =
                 g = p.grad != 0
                 had_grad += int(g.sum())
                 moved += int((g & (p.detach() != b)).sum())
-            hist.lost_updates.append((had_grad - moved) / had_grad if had_grad and finite else 0.0)
+            hist.lost_updates.append((had_grad - moved) / had_grad if had_grad and not skip else 0.0)
         hist.loss.append(loss_sum if math.isfinite(loss_sum) else float("nan"))
         hist.accuracy.append(acc_sum)
         hist.scale.append(float(scale_used))
-        hist.skipped.append(not finite)
+        hist.skipped.append(skip)
+        hist.nonfinite_grads.append(not finite)
         hist.lr.append(lr_used)
         if eval_every and step % eval_every == 0 and step != steps:
             record_eval(step)

@@ -121,6 +121,8 @@ def test_pure_fp16_adam_breaks_on_its_eps(task):
                 eval_every=0)
     w = torch.cat([p.detach().flatten() for p in h.model.parameters()])
     assert not torch.isfinite(w).all() or not all(math.isfinite(x) for x in h.loss)
+    assert not any(h.skipped), "without loss scaling nothing is skipped: the NaN reaches the weights"
+    assert any(h.nonfinite_grads) or not torch.isfinite(w).all()
 
 
 def test_amp_fp16_backs_off_from_a_huge_initial_scale(task):
