@@ -1,0 +1,254 @@
+"""Graders for exercise 04 (a GradScaler's two numerical pieces).
+
+* :func:`check_unscale` grades ``unscale_and_check_(grads, scale) -> found_inf``: multiply every
+  gradient in place by ``1/scale`` (computed in float64, stored as float32) and report whether any
+  held an inf or NaN *before* the multiplication.
+* :func:`check_update` grades ``update_scale_(scale, growth_tracker, found_inf, growth_factor,
+  backoff_factor, growth_interval)``: the dynamic loss-scaling rule, in place.
+
+The expected answers come from :mod:`amp_edu.scaler`, which ``tests/test_scaler.py`` proves equal
+to torch's own kernels bit for bit. The cases are the ones nearly-right answers get wrong: NaN as
+well as inf, -inf, a sum of large finite values that overflows, a check done after unscaling,
+growth one step late, a tracker that is not reset, a scale grown to inf, factors applied in
+float32, a floor under the scale, an inverse computed in float32.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+from .. import scaler as _ref
+from .core import fail, passed, require_callable
+
+__all__ = ["check_unscale", "check_update"]
+
+INF, NAN = math.inf, math.nan
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    t = torch.where(t.isnan(), torch.full_like(t, NAN), t)   # any NaN is the same NaN here
+    return t.contiguous().view({2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()])
+
+
+def _same_tensor(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.dtype == b.dtype and a.shape == b.shape and torch.equal(_bits(a), _bits(b))
+
+
+def _show(grads) -> str:
+    parts = []
+    for g in grads:
+        vals = g.flatten().tolist()
+        body = ", ".join(repr(v) for v in vals[:4]) + (", ..." if len(vals) > 4 else "")
+        parts.append(f"[{body}] ({g.dtype}, shape {tuple(g.shape)})")
+    return "[" + ", ".join(parts) + "]"
+
+
+# --- part A: unscale with the inf/NaN check ------------------------------------------------------
+def _reference_unscale(grads: list[torch.Tensor], scale: torch.Tensor) -> torch.Tensor:
+    found = torch.zeros((), dtype=torch.float32)
+    inv = _ref.inverse_scale(scale)
+    by_dtype: dict[torch.dtype, list[torch.Tensor]] = {}
+    for g in grads:
+        by_dtype.setdefault(g.dtype, []).append(g)
+    for same in by_dtype.values():
+        _ref.non_finite_check_and_unscale_(same, found, inv)
+    return found
+
+
+def _unscale_cases():
+    g = torch.Generator().manual_seed(4)
+    r = lambda *shape: torch.randn(*shape, generator=g) * 1000  # noqa: E731
+    t = torch.tensor
+    yield "clean gradients", [r(4, 3), r(3)], 65536.0
+    yield "an inf", [r(4, 3), t([1.0, INF, 2.0])], 65536.0
+    yield "a NaN (not an inf!)", [r(4, 3), t([1.0, NAN, 2.0])], 65536.0
+    yield "a -inf", [t([-INF, 1.0]), r(3)], 1024.0
+    yield "inf in the first tensor only", [t([INF]), r(5), r(2, 2)], 2.0
+    yield "large but finite values (their sum overflows, they don't)", [t([3.0e38, 3.0e38, -1.0])], 1.0
+    yield "scale below 1: unscaling makes inf of a finite value", [t([1.0e38, 2.0])], 0.25
+    yield "a scale that is not a power of two", [r(3, 3), t([1.0, 3.0, 10.0])], 3.0
+    yield "scale 1000 (1/1000 is inexact)", [r(7)], 1000.0
+    yield "NaN and inf: gradients are unscaled all the same", [t([INF, 4.0, NAN, -8.0])], 4.0
+    yield "bf16 gradients (multiplied in float32, rounded back)", [r(5).bfloat16(), t([1.0, INF]).bfloat16()], 3.0
+    yield "no gradients at all", [], 65536.0
+    yield "an empty tensor and a 0-dim one", [torch.zeros(0, 3), t(5.0)], 8.0
+    yield "tiny values that unscale to subnormals", [t([2.0 ** -120, -(2.0 ** -125)])], 2.0 ** 16
+
+
+_DIVISIONS = {"reciprocal", "reciprocal_", "div", "div_", "true_divide", "true_divide_", "__truediv__",
+              "__rtruediv__", "__itruediv__", "__div__", "__rdiv__", "pow", "pow_", "__pow__", "__rpow__",
+              "float_power", "divide"}
+
+
+class _Divisions(TorchFunctionMode):
+    """Records every division-like torch call whose result is not float64."""
+
+    def __init__(self):
+        super().__init__()
+        self.narrow: list[str] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        name = getattr(func, "__name__", str(func))
+        if name in _DIVISIONS and isinstance(out, torch.Tensor) and out.is_floating_point() \
+                and out.dtype != torch.float64:
+            self.narrow.append(f"{name} -> {out.dtype}")
+        return out
+
+
+def check_unscale(unscale_and_check_) -> None:
+    """Grade ``unscale_and_check_(grads, scale) -> found_inf`` (see the module docstring)."""
+    name = "unscale_and_check_"
+    require_callable(name, unscale_and_check_)
+    n = 0
+    for label, grads, scale_value in _unscale_cases():
+        scale = torch.tensor(scale_value, dtype=torch.float32)
+        theirs = [g.clone() for g in grads]
+        ours = [g.clone() for g in grads]
+        expected = _reference_unscale(ours, scale.clone())
+        shown = f"{label}: grads={_show(grads)}, scale={scale_value!r}"
+        spy = _Divisions()
+        try:
+            with spy:
+                got = unscale_and_check_(theirs, scale)
+        except NotImplementedError:
+            raise fail(name, input=shown, expected=expected, got="NotImplementedError",
+                       hint="this exercise is not done yet: replace `raise NotImplementedError()` "
+                            "under `# YOUR CODE HERE` with your code") from None
+        except Exception as exc:  # noqa: BLE001 - any crash is a wrong answer
+            raise fail(name, input=shown, expected=expected, got=f"{type(exc).__name__}: {exc}",
+                       hint="your function raised on this input") from exc
+        if not (isinstance(got, torch.Tensor) and got.dtype == torch.float32 and got.dim() == 0):
+            raise fail(name, input=shown, expected=expected, got=got,
+                       hint="return found_inf as a 0-dim float32 tensor, 1.0 or 0.0 "
+                            "(torch.zeros(()) then fill_(1.0)): the scaler sums these tensors later")
+        if not torch.equal(got, expected):
+            if expected.item() == 0.0 and any(g.numel() and g.abs().max() > 1e37 for g in grads):
+                hint = ("these values are finite: check with torch.isfinite (not a sum, which overflows), "
+                        "and check *before* multiplying by 1/scale -- with a scale below 1, unscaling can "
+                        "overflow a finite gradient, and that is not an inf in the scaled gradients")
+            elif any(torch.isnan(g).any() for g in grads):
+                hint = "NaN counts too: torch.isinf misses it; use torch.isfinite, which is False for inf, -inf and NaN"
+            elif any((g == -INF).any() for g in grads):
+                hint = "-inf counts too: compare with torch.isfinite, not g.max() == inf or g == inf"
+            else:
+                hint = "found_inf is 1.0 if any element of any gradient is inf, -inf or NaN, else 0.0"
+            raise fail(name, input=shown, expected=expected, got=got, hint=hint)
+        for k, (a, b) in enumerate(zip(theirs, ours)):
+            if not _same_tensor(a, b):
+                if any(not torch.isfinite(g).all() for g in grads):
+                    hint = ("unscale every gradient even when you found an inf/NaN (torch does; the step "
+                            "is skipped anyway, and the gradients then hold the unscaled values)")
+                elif not torch.equal(a, grads[k]) and scale_value != 1.0 and torch.equal(_bits(a), _bits(grads[k] / scale_value)):
+                    hint = ("multiply by the inverse instead of dividing by the scale: torch computes "
+                            "inv = float32(1/scale) once and multiplies, and for a scale like 3 or 1000 "
+                            "g * inv and g / scale differ in the last bit")
+                elif torch.equal(a, grads[k]):
+                    hint = "multiply the gradients in place (g.mul_(inv)): the caller keeps the same tensors"
+                else:
+                    hint = "each gradient becomes g * inv, with inv = 1/scale computed in float64 then cast to float32"
+                raise fail(name, input=f"{shown}, gradient #{k}", expected=b, got=a, hint=hint)
+        if spy.narrow:
+            raise fail(name, input=shown, expected="1/scale computed in float64, then cast to float32",
+                       got=f"a division in low precision ({spy.narrow[0]})",
+                       hint="compute the inverse as scale.double().reciprocal().float() (or 1.0 / scale.item(), "
+                            "a Python float is a float64): a float32 division is not correctly rounded "
+                            "everywhere (fast-math GPU builds), float64 then float32 is")
+        n += 1
+    passed(name, f"{n} cases")
+
+
+# --- part B: the update rule ---------------------------------------------------------------------
+def _update_cases():
+    #        label                                   scale     tracker found   gf    bf     interval
+    yield "no overflow: count one more good step",   65536.0,  5,      0.0,   2.0,  0.5,   2000
+    yield "overflow: back off and reset the tracker", 65536.0, 1234,   1.0,   2.0,  0.5,   2000
+    yield "NaN in found_inf counts as found",          1024.0,  3,      NAN,   2.0,  0.5,   2000
+    yield "two optimizers overflowed: found_inf 2.0",  1024.0,  3,      2.0,   2.0,  0.5,   2000
+    yield "growth exactly at growth_interval",         1024.0,  1999,   0.0,   2.0,  0.5,   2000
+    yield "one step before growth",                    1024.0,  1998,   0.0,   2.0,  0.5,   2000
+    yield "interval 1: grow after every good step",    8.0,     0,      0.0,   2.0,  0.5,   1
+    yield "tracker already past the interval",         8.0,     7,      0.0,   2.0,  0.5,   5
+    yield "growth would overflow float32",             2.0 ** 127, 9,   0.0,   2.0,  0.5,   10
+    yield "growth just past float32's max",            3.0e38,  9,      0.0,   1.5,  0.5,   10
+    yield "backoff 0.3 (not exact in float32)",        3.0,     4,      1.0,   2.0,  0.3,   10
+    yield "growth factor 1.7 from 1000",               1000.0,  9,      0.0,   1.7,  0.5,   10
+    yield "no floor: the scale may fall below 1",      0.125,   0,      1.0,   2.0,  0.5,   2000
+    yield "overflow right at the interval",            1024.0,  1999,   1.0,   2.0,  0.5,   2000
+    yield "the smallest scale backs off to 0",         2.0 ** -149, 0,  1.0,   2.0,  0.5,   2000
+
+
+def _update_hint(case, got_scale, got_tracker, exp_scale, exp_tracker) -> str:
+    label, scale, tracker, found, gf, bf, gi = case
+    if not math.isfinite(got_scale) and math.isfinite(exp_scale):
+        return ("never grow the scale to inf: round the grown scale to float32 first "
+                "(2^127 * 2 = 2^128 is a finite Python float but inf in float32) and keep the old scale "
+                "if it is not finite; the tracker still resets")
+    bad = found != 0 or math.isnan(found)
+    if bad:
+        if found != 1.0 and got_scale == scale and got_tracker == tracker + 1:
+            return "any non-zero found_inf means an overflow -- NaN and 2.0 too (`if found_inf:` in Python terms)"
+        if got_tracker != exp_tracker:
+            return "after an overflow the growth tracker goes back to 0"
+        if got_scale == max(scale * bf, 1.0) or got_scale == 1.0:
+            return "there is no floor: the scale can fall below 1 (a falling scale is a symptom to investigate)"
+        return ("back off as float32(scale * backoff_factor), the product taken in float64: multiplying by a "
+                "float32 copy of 0.3 gives a different last bit")
+    if tracker + 1 == gi and got_scale == scale:
+        return "grow when tracker + 1 == growth_interval (count this step first, then compare)"
+    if tracker + 1 != gi and got_scale != scale:
+        if tracker + 1 > gi:
+            return "compare with ==, not >=: a tracker already past the interval never grows the scale (torch's rule)"
+        return "grow only when tracker + 1 reaches growth_interval exactly"
+    if got_tracker != exp_tracker:
+        if exp_tracker == 0:
+            return "after growing, the tracker goes back to 0"
+        return "a good step adds 1 to the growth tracker"
+    return "grow as float32(scale * growth_factor), the product taken in float64"
+
+
+def check_update(update_scale_) -> None:
+    """Grade ``update_scale_(scale, growth_tracker, found_inf, growth_factor, backoff_factor,
+    growth_interval)``, which updates the 0-dim tensors ``scale`` (float32) and ``growth_tracker``
+    (int32) in place."""
+    name = "update_scale_"
+    require_callable(name, update_scale_)
+    n = 0
+    for case in _update_cases():
+        label, scale, tracker, found, gf, bf, gi = case
+        exp_s = torch.tensor(scale, dtype=torch.float32)
+        exp_t = torch.tensor(tracker, dtype=torch.int32)
+        _ref.update_scale_(exp_s, exp_t, torch.tensor(found), gf, bf, gi)
+        got_s = torch.tensor(scale, dtype=torch.float32)
+        got_t = torch.tensor(tracker, dtype=torch.int32)
+        shown = (f"{label}: scale={scale!r}, growth_tracker={tracker}, found_inf={found!r}, "
+                 f"growth_factor={gf}, backoff_factor={bf}, growth_interval={gi}")
+        expected = f"scale={exp_s.item()!r}, growth_tracker={exp_t.item()}"
+        try:
+            update_scale_(got_s, got_t, torch.tensor(found), gf, bf, gi)
+        except NotImplementedError:
+            raise fail(name, input=shown, expected=expected, got="NotImplementedError",
+                       hint="this exercise is not done yet: replace `raise NotImplementedError()` "
+                            "under `# YOUR CODE HERE` with your code") from None
+        except Exception as exc:  # noqa: BLE001
+            hint = "your function raised on this input"
+            if "overflow" in str(exc):
+                hint = ("round to float32 before writing into the float32 tensor, and keep the old scale "
+                        "if the grown one is inf (2^128 does not fit in float32)")
+            raise fail(name, input=shown, expected=expected, got=f"{type(exc).__name__}: {exc}", hint=hint) from exc
+        if got_s.dtype != torch.float32 or got_t.dtype != torch.int32 or got_s.dim() or got_t.dim():
+            raise fail(name, input=shown, expected=expected, got=f"scale {got_s!r}, tracker {got_t!r}",
+                       hint="update the tensors you were given in place (fill_ / copy_), keeping their dtypes")
+        if not (_same_tensor(got_s, exp_s) and torch.equal(got_t, exp_t)):
+            if got_s.item() == scale and got_t.item() == tracker and (exp_s.item() != scale or exp_t.item() != tracker):
+                hint = ("nothing changed: update the tensors in place (scale.fill_(...), growth_tracker.fill_(...)); "
+                        "assigning to the argument names does not change the caller's tensors")
+            else:
+                hint = _update_hint(case, got_s.item(), got_t.item(), exp_s.item(), exp_t.item())
+            raise fail(name, input=shown, expected=expected,
+                       got=f"scale={got_s.item()!r}, growth_tracker={got_t.item()}", hint=hint)
+        n += 1
+    passed(name, f"{n} cases")
