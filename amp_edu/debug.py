@@ -16,15 +16,17 @@ A NaN loss says *that* something broke, not *where*. The tools here answer "wher
 * :func:`preflight` lists settings that break in low precision before you train: ``eps`` values
   that round to 0 in fp16 (Adam's default 1e-8 does; so does BERT's layer-norm 1e-12) and fp16
   parameters that ``GradScaler`` will refuse ("Attempting to unscale FP16 gradients.").
-* :func:`scale_verdict` reads a GradScaler's scale trajectory: a scale that keeps *falling* means
-  the model, loss or data makes inf/NaN. Underflow never lowers the scale; only non-finite
-  gradients do. Tuning ``growth_interval`` / ``backoff_factor`` hides that, it does not fix it.
+* :func:`scale_verdict` reads a GradScaler's scale trajectory: skips at a scale that had already
+  worked mean the model, loss or data makes inf/NaN. Underflow never lowers the scale; only
+  non-finite gradients do. Tuning ``growth_interval`` / ``backoff_factor`` hides that, it does
+  not fix it.
 * :func:`nonfinite_rows` finds the samples of a batch that already hold inf/NaN.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
@@ -207,13 +209,16 @@ class AnomalyReport:
         return f"{self.function} returned NaN in backward{src}"
 
 
+_TORCH_DIR = os.path.dirname(torch.__file__)
+
+
 def _parse_forward_trace(text: str) -> tuple[str, str]:
-    """The last ``File ..., line N, in fn`` frame and its source line from an anomaly warning."""
+    """The last frame outside torch's own files (``File ..., line N, in fn``) and its source line."""
     lines = text.splitlines()
     func, src = "", ""
     for i, ln in enumerate(lines):
         s = ln.strip()
-        if s.startswith("File ") and ", in " in s:
+        if s.startswith("File ") and ", in " in s and _TORCH_DIR not in s:
             func = s.rsplit(", in ", 1)[1]
             nxt = lines[i + 1].strip() if i + 1 < len(lines) else ""
             src = "" if nxt.startswith("File ") or nxt.startswith("(Triggered") else nxt
@@ -323,38 +328,45 @@ def effective_floor(dtype: torch.dtype) -> float:
     return fi.smallest_normal * fi.eps
 
 
-def scale_verdict(scales: Iterable[float], *, growth_interval: int = 2000) -> str:
+def scale_verdict(scales: Iterable[float]) -> str:
     """Read a loss-scale trajectory (the scale used at each step) and say what it means.
 
-    The first steps of a run back off from the initial 2^16 on purpose: that is calibration, and
-    is skipped over. After it, every further back-off is a step whose gradients held inf/NaN. A
-    healthy run backs off rarely (about once per ``growth_interval`` steps, when the scale has
-    grown one step too far); a run whose back-offs outnumber its growths keeps falling, and that
-    means the model, loss or data produce inf/NaN — underflow never lowers the scale.
+    A step was skipped exactly when the next step's scale is lower (the scaler backed off). The
+    first steps of a run back off from the initial 2^16 on purpose: that is calibration, set
+    aside. After it, a skip at a scale *above* every scale that has worked so far is the scaler
+    probing too high — healthy, whatever ``growth_interval`` is. A skip at a scale that had
+    already worked is not explained by the scale at all: the model, loss or data made inf/NaN.
+    Three or more such skips, and at least 1% of the steps, make the verdict "inf/NaN".
     """
     s = [float(v) for v in scales]
     if len(s) < 2:
         raise ValueError("need the scale of at least 2 steps")
     if any(not math.isfinite(v) or v <= 0 for v in s):
         raise ValueError("scales must be positive finite numbers")
-    if growth_interval < 1:
-        raise ValueError("growth_interval must be >= 1")
     warm = 0
     while warm + 1 < len(s) and s[warm + 1] < s[warm]:
         warm += 1
-    rest = s[warm:]
-    downs = sum(b < a for a, b in zip(rest, rest[1:]))
-    ups = sum(b > a for a, b in zip(rest, rest[1:]))
-    steps = len(rest) - 1
-    head = (f"after {warm} calibration back-off(s) from 2^{math.log2(s[0]):g}, the scale went from "
-            f"2^{math.log2(rest[0]):g} to 2^{math.log2(rest[-1]):g} over {steps} steps "
-            f"({downs} back-offs, {ups} growths)")
-    expected = steps / growth_interval
-    if downs > max(1.0, 2 * expected) and downs > ups:
-        return (head + f": it keeps falling — {downs / max(steps, 1):.0%} of the steps had inf/NaN "
-                "gradients, far more than overflow after growth explains. Look for what makes "
-                "inf/NaN (data, loss, an op) instead of tuning growth_interval or backoff_factor.")
-    return head + ": healthy — back-offs are rare, as after an occasional growth one step too far."
+    steps = len(s) - 1 - warm
+    best_ok = 0.0
+    probes = unexplained = 0
+    for a, b in zip(s[warm:], s[warm + 1:]):
+        if b < a:
+            if a <= best_ok:
+                unexplained += 1
+            else:
+                probes += 1
+        else:
+            best_ok = max(best_ok, a)
+    head = (f"{warm} calibration back-off(s) from 2^{math.log2(s[0]):g}; then {steps} steps, "
+            f"scale 2^{math.log2(s[warm]):.3g} → 2^{math.log2(s[-1]):.3g}, {probes} skip(s) while probing "
+            f"a higher scale, {unexplained} at a scale that had already worked")
+    if unexplained >= 3 and unexplained >= 0.01 * max(steps, 1):
+        trend = ("; the scale keeps falling" if s[-1] < s[warm] / 4 else
+                 "; the scale holds up only because the scaler re-grows it")
+        return (head + f" — {unexplained / max(steps, 1):.0%} of the steps had inf/NaN gradients "
+                "that the scale does not explain" + trend + ". Look for what makes inf/NaN (data, "
+                "loss, an op) instead of tuning growth_interval or backoff_factor.")
+    return head + " — healthy."
 
 
 def nonfinite_rows(x: torch.Tensor) -> torch.Tensor:
