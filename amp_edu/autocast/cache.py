@@ -48,6 +48,7 @@ class WeightCache:
         self._store: dict[tuple[int, torch.dtype], tuple[weakref.ref, torch.Tensor]] = {}
         self.hits = 0
         self.misses = 0
+        self._casters: dict = {}
 
     def __len__(self) -> int:
         return len(self._store)
@@ -66,6 +67,14 @@ class WeightCache:
             out = t.to(to)
         self._store[key] = (weakref.ref(t), out)
         return out
+
+    def caster(self, lower: torch.dtype, enabled: bool = True):
+        """``cast(t, to)`` for a region whose low-precision dtype is ``lower`` (made once per setting)."""
+        key = (lower, enabled)
+        fn = self._casters.get(key)
+        if fn is None:
+            fn = self._casters[key] = lambda t, to: self.cast(t, to, lower=lower, enabled=enabled)
+        return fn
 
     def clear(self) -> None:
         """Forget every cached copy (called when the outermost region exits)."""

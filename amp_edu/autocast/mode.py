@@ -21,6 +21,17 @@ State is thread-local, like torch's: each thread has its own enabled flag, dtype
 device type, cache switch, nesting depth and weight cache. Regions nest; the cache is cleared when
 the outermost region of a thread exits. PyTorch's own autocast stays off throughout
 (``torch.is_autocast_enabled()`` is False inside ``amp_edu.autocast``).
+
+Where we differ from torch by construction (besides the op-level notes in ``policy.py``):
+
+* ``backward()`` called *inside* a region: torch's autocast also reaches the C++ backward kernels
+  (that is why torch advises against it); a TorchFunctionMode sees only Python-level code, so here
+  only the ``backward`` of custom autograd Functions written in Python is autocast.
+* torch keeps one weight cache for the whole process (cleared when any thread's outermost region
+  exits); ours is per thread.
+* Skipping one hop of ``__torch_function__`` uses ``torch._C._skip_one_hop_torch_function``
+  where torch has it; on older torch, :func:`redispatch` runs a copy of the Python function whose
+  own ``has_torch_function`` checks are switched off (the functions it calls still check).
 """
 
 from __future__ import annotations
@@ -35,10 +46,10 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from .cache import WeightCache
-from .policy import POLICIES, decide, kind_of, op_name
+from .policy import POLICIES, _kind_unchecked, decide, op_name
 
 __all__ = ["autocast", "is_autocast_enabled", "get_autocast_dtype", "get_autocast_policy",
-           "is_autocast_cache_enabled"]
+           "is_autocast_cache_enabled", "redispatch"]
 
 DEVICE_TYPES = ("cpu", "cuda")
 _DEFAULT_DTYPE = {"cpu": torch.bfloat16, "cuda": torch.float16}
@@ -136,7 +147,7 @@ def _unchecked(fn: types.FunctionType):
     return copy
 
 
-def _redispatch(func, types_, args, kwargs):
+def redispatch(func, types_, args, kwargs):
     """Run Python-level ``func`` skipping one hop of ``__torch_function__`` (the mode stays active)."""
     if _SKIP_ONE_HOP is not None:
         return _SKIP_ONE_HOP(func, types_, args, kwargs)
@@ -149,6 +160,10 @@ def _redispatch(func, types_, args, kwargs):
 
 def _autocast_device(args, kwargs, enabled):
     """The device type of the first tensor argument on a device where autocast is enabled."""
+    if args and isinstance(args[0], torch.Tensor):          # the usual case, checked first
+        first = args[0].device.type
+        if enabled.get(first):
+            return first
     stack = [args, tuple(kwargs.values())]
     while stack:
         for item in stack.pop():
@@ -176,7 +191,7 @@ class _AutocastMode(TorchFunctionMode):
                 st.opening.append(func)
                 try:
                     with self:
-                        return _redispatch(func, types_, args, kwargs)
+                        return redispatch(func, types_, args, kwargs)
                 finally:
                     st.opening.pop()
             # A Python override (Tensor.unflatten) calling its C implementation (super().unflatten)
@@ -189,12 +204,12 @@ class _AutocastMode(TorchFunctionMode):
         device = _autocast_device(args, kwargs, st.enabled)
         if device is None:
             return func(*args, **kwargs)
-        kind = kind_of(st.policy[device], route, args, kwargs)
+        kind = _kind_unchecked(st.policy[device], route, args, kwargs)
         if kind is None:
             return func(*args, **kwargs)
-        lower, cache, use_cache = st.dtype[device], st.cache, st.cache_enabled
+        lower = st.dtype[device]
         args, kwargs = decide(kind, args, kwargs, device_type=device, dtype=lower,
-                              cast=lambda t, to: cache.cast(t, to, lower=lower, enabled=use_cache))
+                              cast=st.cache.caster(lower, st.cache_enabled))
         return func(*args, **kwargs)
 
 

@@ -232,6 +232,14 @@ def kind_of(policy: str, name: str, args: tuple = (), kwargs: dict | None = None
     return kind
 
 
+def _kind_unchecked(policy: str, name: str, args: tuple, kwargs: dict) -> str | None:
+    """:func:`kind_of` for a known policy and an ATen name (the mode's hot path)."""
+    kind = POLICIES[policy].get(name)
+    if kind is not None and (policy, name) in _CONDITIONS and not _CONDITIONS[policy, name](args, kwargs):
+        return None
+    return kind
+
+
 def is_eligible(t: Any, device_type: str) -> bool:
     """Autocast casts ``t`` only if it is a floating tensor, not float64, on ``device_type``."""
     return (isinstance(t, torch.Tensor) and t.is_floating_point() and t.dtype is not torch.float64
@@ -247,12 +255,21 @@ def iter_tensors(obj):
             yield from iter_tensors(item)
 
 
-def _map(obj, fn):
+def _cast_tree(obj, to: torch.dtype, device_type: str, cast):
+    """``obj`` with every eligible tensor not already of dtype ``to`` replaced by ``cast(t, to)``,
+    looking inside lists and tuples (and keeping their type)."""
     if isinstance(obj, torch.Tensor):
-        return fn(obj)
+        if (obj.dtype is not to and obj.is_floating_point() and obj.dtype is not torch.float64
+                and obj.device.type == device_type):
+            return cast(obj, to)
+        return obj
     if isinstance(obj, (list, tuple)):
-        return type(obj)(_map(item, fn) for item in obj)
+        return type(obj)([_cast_tree(item, to, device_type, cast) for item in obj])
     return obj
+
+
+def _plain_cast(t: torch.Tensor, to: torch.dtype) -> torch.Tensor:
+    return t.to(to)
 
 
 def promote_dtype(args, kwargs, device_type: str, lower: torch.dtype) -> torch.dtype:
@@ -292,11 +309,11 @@ def decide(kind: str, args: tuple, kwargs: dict, *, device_type: str, dtype: tor
     """
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
-    cast = cast or (lambda t, to: t.to(to))
+    cast = cast or _plain_cast
 
     def cast_all(to):
-        fn = lambda t: cast(t, to) if is_eligible(t, device_type) and t.dtype != to else t  # noqa: E731
-        return _map(args, fn), {k: _map(v, fn) for k, v in kwargs.items()}
+        return (tuple([_cast_tree(a, to, device_type, cast) for a in args]),
+                {k: _cast_tree(v, to, device_type, cast) for k, v in kwargs.items()})
 
     if kind == BANNED:
         raise RuntimeError(BCE_BANNED_MESSAGE)

@@ -7,7 +7,9 @@ region, loss, backward outside) of two MLPs, under each autocast, side by side i
 (:func:`amp_edu.bench.timing.compare`), and report ``ours / torch`` per model:
 
 * ``matmul-bound``: width 1024, batch 256 by default (milliseconds of matmul per layer);
-* ``overhead-bound``: width 32, batch 8 (microseconds per op: Python overhead dominates).
+* ``overhead-bound``: width 32, batch 8 (microseconds per op: Python overhead dominates; on a
+  CPU timed on one thread, since its ops are too small to split and thread synchronisation on a
+  shared machine would swamp the difference).
 
 ``python -m amp_edu.bench.autocast_overhead [--quick] [--width W --batch B]`` prints the table.
 On a CPU without bf16 units (no AVX512_BF16/AMX) a bf16 matmul runs at about 1 GFLOP/s, so one
@@ -27,7 +29,7 @@ from ..autocast import autocast
 from ..device import pick_device
 from .timing import compare
 
-__all__ = ["Result", "mlp", "run", "main"]
+__all__ = ["Result", "mlp", "run", "table", "predicted_ratio", "main"]
 
 
 @dataclass
@@ -73,28 +75,49 @@ def run(*, width: int = 1024, batch: int = 256, quick: bool = False, device=None
         raise ValueError(f"width and batch must be positive, got {width}, {batch}")
     dev = torch.device(device) if device is not None else pick_device()
     dtype = dtype or (torch.float16 if dev.type == "cuda" else torch.bfloat16)
-    configs = [("matmul-bound", width, batch), ("overhead-bound", 32, 8)]
-    rounds, repeats = (2, 2) if quick else (3, 3)
+    # the tiny model is cheap: give it more rounds, its difference is the per-step Python overhead
+    configs = [("matmul-bound", width, batch, (2, 2) if quick else (3, 3)),
+               ("overhead-bound", 32, 8, (2, 3) if quick else (7, 5))]
     torch.manual_seed(0)
     out = []
-    for name, width, batch in configs:
+    for name, width, batch, (rounds, repeats) in configs:
         model = mlp(width).to(dev)
         x = torch.randn(batch, width, device=dev)
         y = torch.randint(0, 10, (batch,), device=dev)
-        times = compare({
-            "torch": _step(model, x, y, lambda: torch.autocast(dev.type, dtype=dtype)),
-            "ours": _step(model, x, y, lambda: autocast(dev.type, dtype=dtype)),
-        }, device=dev, warmup=1, rounds=rounds, repeats=repeats, min_time_s=0.05)
+        # The tiny model's ops are too small to split across CPU threads; timing it on one thread
+        # keeps thread-synchronisation noise of a shared machine out of a difference of microseconds.
+        threads = torch.get_num_threads()
+        if name == "overhead-bound" and dev.type == "cpu":
+            torch.set_num_threads(1)
+        try:
+            times = compare({
+                "torch": _step(model, x, y, lambda: torch.autocast(dev.type, dtype=dtype)),
+                "ours": _step(model, x, y, lambda: autocast(dev.type, dtype=dtype)),
+            }, device=dev, warmup=1, rounds=rounds, repeats=repeats, min_time_s=0.05)
+        finally:
+            torch.set_num_threads(threads)
         out.append(Result(name, width, batch, times["torch"].median_s, times["ours"].median_s,
                           times["torch"].iqr_s, times["ours"].iqr_s))
     return out
 
 
+def predicted_ratio(results: list[Result]) -> float:
+    """The matmul-bound ratio predicted from the small model: both MLPs make the same torch calls,
+    so our extra Python per step (ours - torch on the small one) is the same on both; dividing it
+    by the big model's step time is far less noisy than timing two long steps on a busy machine."""
+    big, small = results
+    return 1.0 + max(small.ours_s - small.torch_s, 0.0) / big.torch_s
+
+
 def table(results: list[Result]) -> str:
-    lines = [f"{'model':15s} {'width':>5s} {'batch':>5s} {'torch.autocast':>15s} {'amp_edu.autocast':>17s} {'ratio':>6s}"]
+    lines = [f"{'model':15s} {'width':>5s} {'batch':>5s} {'torch.autocast (IQR)':>24s} "
+             f"{'amp_edu.autocast (IQR)':>24s} {'ratio':>6s}"]
     for r in results:
-        lines.append(f"{r.model:15s} {r.width:5d} {r.batch:5d} {r.torch_s * 1e3:12.3f} ms {r.ours_s * 1e3:14.3f} ms "
-                     f"{r.ratio:5.2f}x")
+        lines.append(f"{r.model:15s} {r.width:5d} {r.batch:5d} {r.torch_s * 1e3:11.2f} ms ({r.torch_iqr_s * 1e3:7.2f}) "
+                     f"{r.ours_s * 1e3:11.2f} ms ({r.ours_iqr_s * 1e3:7.2f}) {r.ratio:5.2f}x")
+    big, small = results
+    lines.append(f"extra Python per step (small model): {(small.ours_s - small.torch_s) * 1e3:.2f} ms -> predicted "
+                 f"matmul-bound ratio {predicted_ratio(results):.3f}x")
     return "\n".join(lines)
 
 
