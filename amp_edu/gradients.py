@@ -261,18 +261,20 @@ def plot_histogram(ax, values, scale: float = 1.0, *, label: str | None = None, 
     e_lo, e_hi = max(lo, min(e_lo, -27)), min(hi, max(e_hi, 0))
     if regions:
         for a, b, c, lab in _REGIONS:
-            ax.axvspan(max(a, e_lo - 3), min(b, e_hi + 1), color=c, alpha=0.10, lw=0, label=lab)
+            ax.axvspan(max(a, e_lo - 1), min(b, e_hi + 1), color=c, alpha=0.10, lw=0, label=lab)
     sel = (exps >= e_lo) & (exps <= e_hi)
     pct = 100.0 * counts[sel].double() / n
     ax.bar(exps[sel].numpy() + 0.5, pct.numpy(), width=0.9, color=color or "#1f77b4",
            label=label or f"gradients × {scale:g}")
+    zero_x = e_lo - 3.5                                   # the zero bar, apart from the log2 bins
     if n_zero:
-        ax.bar([e_lo - 2 + 0.5], [100.0 * n_zero / n], width=0.9, color="#444444", hatch="//",
-               label="exact zeros")
-    ticks = [e for e in range(e_lo, e_hi + 1) if e % 4 == 0]
-    ax.set_xticks([e_lo - 1.5] + ticks)
+        ax.bar([zero_x], [100.0 * n_zero / n], width=0.9, color="#444444", hatch="//", label="exact zeros")
+    ax.axvline(e_lo - 1.5, color="#999999", lw=0.8)
+    first = e_lo + (-e_lo) % 4
+    ticks = list(range(first if first > e_lo else first + 4, e_hi + 1, 4))
+    ax.set_xticks([zero_x] + ticks)
     ax.set_xticklabels(["0"] + [f"$2^{{{e}}}$" for e in ticks])
-    ax.set_xlim(e_lo - 3, e_hi + 1)
+    ax.set_xlim(e_lo - 5, e_hi + 1)
     ax.set_yscale("log")
     ax.set_xlabel("gradient magnitude |g| × S (log2 bins; left bar: exact zeros)")
     ax.set_ylabel("% of values")
