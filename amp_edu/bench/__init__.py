@@ -10,7 +10,10 @@
 ``bandwidth``   memory bandwidth of a large copy (the roofline's slope)
 ``train_step``  one training step in fp32, AMP fp16 and AMP bf16: time, speed-up, memory
 ``report``      the JSON contract, the printed table, the committed reference results
+``plots``       throughput vs size, the roofline, speed-ups against claims, alignment bars
 =============== ==========================================================================
+
+(``scaler_overhead`` and ``autocast_overhead`` are lessons 04 and 05's overhead benchmarks.)
 
 :func:`run` does the whole benchmark for a :class:`Config` and returns the result document; the
 dtypes of each shape are timed *side by side* (interleaved rounds), so their ratios survive a

@@ -167,6 +167,7 @@ def environment(device: torch.device | str | None = None) -> dict:
         "cpu_bf16_fast": i.cpu_bf16_fast,
         "cpu_fp16_fast": i.cpu_fp16_fast,
         "threads": i.threads,
+        "thread_env": {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")},
         "cpu_count": os.cpu_count(),
         # other processes competing for the cores make multi-threaded CPU timings unreliable
         "load_average_1min": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
