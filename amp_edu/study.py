@@ -310,7 +310,8 @@ def plot_curves(study: Study, ax, metric: str = "eval_loss", *, band: str = "ran
     """Mean curve per recipe over the seeds, with a band: ``"range"`` (min–max) or ``"std"`` (±1 sd)."""
     if band not in ("range", "std"):
         raise ValueError(f"band must be 'range' or 'std', got {band!r}")
-    for r in study.recipes:
+    styles = ("-", "--", ":", "-.")
+    for k, r in enumerate(study.recipes):
         xs, ys = study.curves(r, metric)
         lo, mid, hi = [], [], []
         for i in range(len(xs)):
@@ -321,7 +322,9 @@ def plot_curves(study: Study, ax, metric: str = "eval_loss", *, band: str = "ran
             else:
                 lo.append(s["mean"] - s["std"]); hi.append(s["mean"] + s["std"])
         col = color_for(r)
-        ax.plot(xs, mid, color=col, lw=1.6, label=f"{r} (mean of {len(ys)} seeds)")
+        bad = sum(not math.isfinite(y[-1]) for y in ys)
+        label = f"{r} (mean of {len(ys)} seeds)" + (f" — {bad} of {len(ys)} diverged (NaN)" if bad else "")
+        ax.plot(xs, mid, color=col, lw=1.6, ls=styles[k % len(styles)], label=label)
         ax.fill_between(xs, lo, hi, color=col or "grey", alpha=0.2, lw=0)
     ax.set_xlabel("optimizer step")
     unit = " (cross-entropy, nats)" if "loss" in metric else " (fraction correct)"

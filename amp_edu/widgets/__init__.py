@@ -13,3 +13,4 @@ from .autocast import AutocastExplorer, autocast_explorer, explain_op  # lesson 
 from .debug import LayerExplorer, explore_layers, layer_explorer  # lesson 09
 from .scaler import ScaleExplorer, scale_explorer, simulate_scale  # lesson 04
 from .loss_scale import LossScaleExplorer, loss_scale_explorer, loss_scale_summary  # lessons 02-03
+from .study import StudyExplorer, study_explorer, study_view  # lesson 08
