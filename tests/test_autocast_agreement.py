@@ -115,11 +115,27 @@ class _Block(torch.nn.Module):
         return F.cross_entropy(self.head(self.layer(x)).flatten(0, 1), y.flatten())
 
 
-def test_transformer_block_loss_and_grads_equal_torch_within_bf16_rounding():
+class _CourseTransformer(torch.nn.Module):
+    """The course's own tiny GPT (amp_edu.models: TransformerBlock with attention written out)."""
+
+    def __init__(self):
+        super().__init__()
+        from amp_edu.models import CharTransformer
+        self.net = CharTransformer(16, 8, d_model=32, n_heads=4, n_layers=2)
+
+    def forward(self, idx, y):
+        return F.cross_entropy(self.net(idx).flatten(0, 1), y.flatten())
+
+
+@pytest.mark.parametrize("make, inputs", [
+    (_Block, lambda: (torch.randn(2, 6, 32), torch.randint(0, 10, (2, 6)))),
+    (_CourseTransformer, lambda: (torch.randint(0, 16, (2, 8)), torch.randint(0, 16, (2, 8)))),
+], ids=["nn.TransformerEncoderLayer", "amp_edu.models.CharTransformer"])
+def test_transformer_block_loss_and_grads_equal_torch_within_bf16_rounding(make, inputs):
     torch.manual_seed(0)
-    ref = _Block()
+    ref = make()
     mine = copy.deepcopy(ref)
-    x, y = torch.randn(2, 6, 32), torch.randint(0, 10, (2, 6))
+    x, y = inputs()
     with torch.autocast("cpu", dtype=torch.bfloat16):
         l_ref = ref(x, y)
     l_ref.backward()
