@@ -19,85 +19,71 @@ def _bad(out, test=lambda t: ~torch.isfinite(t)):
     return any(t.is_floating_point() and bool(test(t).any()) for t in _tensors(out))
 
 
-def reference(model, x):
+def _hits(model, x, *, bad=_bad, which=lambda name, mod: True, pre=False, remove=True):
+    """Names of the hooked modules whose output (inputs, with ``pre``) is ``bad``, in firing order."""
     hits, handles = [], []
+    for name, mod in model.named_modules():
+        if not which(name, mod):
+            continue
+        if pre:
+            handles.append(mod.register_forward_pre_hook(lambda m, i, name=name: hits.append(name) if bad(i) else None))
+        else:
+            handles.append(mod.register_forward_hook(lambda m, i, o, name=name: hits.append(name) if bad(o) else None))
     try:
-        for name, mod in model.named_modules():
-            handles.append(mod.register_forward_hook(
-                lambda m, i, o, name=name: hits.append(name) if _bad(o) else None))
         model(x)
     finally:
-        for h in handles:
-            h.remove()
+        if remove:
+            for h in handles:
+                h.remove()
+    return hits
+
+
+def _first(hits):
     return hits[0] if hits else None
+
+
+def reference(model, x):
+    return _first(_hits(model, x))
 
 
 def output_only(model, x):
     return "" if _bad(model(x)) else None
 
 
-def registration_order(model, x):
-    outs, handles = {}, []
-    for name, mod in model.named_modules():
-        handles.append(mod.register_forward_hook(lambda m, i, o, name=name: outs.setdefault(name, o)))
+def _outputs(model, x):
+    outs = {}
+    handles = [mod.register_forward_hook(lambda m, i, o, name=name: outs.setdefault(name, o))
+               for name, mod in model.named_modules()]
     model(x)
     for h in handles:
         h.remove()
+    return outs
+
+
+def registration_order(model, x):
+    outs = _outputs(model, x)
     return next((n for n, _ in model.named_modules() if n in outs and _bad(outs[n])), None)
 
 
 def pre_hooks(model, x):
-    hits, handles = [], []
-    for name, mod in model.named_modules():
-        handles.append(mod.register_forward_pre_hook(
-            lambda m, i, name=name: hits.append(name) if _bad(i) else None))
-    model(x)
-    for h in handles:
-        h.remove()
-    return hits[0] if hits else None
+    return _first(_hits(model, x, pre=True))
 
 
 def leaves_only(model, x):
-    hits, handles = [], []
-    for name, mod in model.named_modules():
-        if next(mod.children(), None) is None:
-            handles.append(mod.register_forward_hook(
-                lambda m, i, o, name=name: hits.append(name) if _bad(o) else None))
-    model(x)
-    for h in handles:
-        h.remove()
-    return hits[0] if hits else None
+    return _first(_hits(model, x, which=lambda name, mod: next(mod.children(), None) is None))
 
 
 def nan_only(model, x):
-    hits, handles = [], []
-    for name, mod in model.named_modules():
-        handles.append(mod.register_forward_hook(
-            lambda m, i, o, name=name: hits.append(name) if _bad(o, torch.isnan) else None))
-    model(x)
-    for h in handles:
-        h.remove()
-    return hits[0] if hits else None
+    return _first(_hits(model, x, bad=lambda o: _bad(o, torch.isnan)))
 
 
 def last_hit(model, x):
-    hits, handles = [], []
-    for name, mod in model.named_modules():
-        if name:
-            handles.append(mod.register_forward_hook(
-                lambda m, i, o, name=name: hits.append(name) if _bad(o) else None))
-    model(x)
-    for h in handles:
-        h.remove()
+    hits = _hits(model, x, which=lambda name, mod: bool(name))
     return hits[-1] if hits else None
 
 
 def keeps_hooks(model, x):
-    hits = []
-    for name, mod in model.named_modules():
-        mod.register_forward_hook(lambda m, i, o, name=name: hits.append(name) if _bad(o) else None)
-    model(x)
-    return hits[0] if hits else None
+    return _first(_hits(model, x, remove=False))
 
 
 def class_name(model, x):
@@ -106,21 +92,13 @@ def class_name(model, x):
 
 
 def tensors_only(model, x):
-    hits, handles = [], []
-    for name, mod in model.named_modules():
-        handles.append(mod.register_forward_hook(
-            lambda m, i, o, name=name: hits.append(name)
-            if isinstance(o, torch.Tensor) and not torch.isfinite(o).all() else None))
-    model(x)
-    for h in handles:
-        h.remove()
-    return hits[0] if hits else None
+    return _first(_hits(model, x, bad=lambda o: isinstance(o, torch.Tensor) and not torch.isfinite(o).all()))
 
 
 def dict_overwrite(model, x):
-    last, handles = {}, []
-    for name, mod in model.named_modules():
-        handles.append(mod.register_forward_hook(lambda m, i, o, name=name: last.__setitem__(name, _bad(o))))
+    last = {}
+    handles = [mod.register_forward_hook(lambda m, i, o, name=name: last.__setitem__(name, _bad(o)))
+               for name, mod in model.named_modules()]
     model(x)
     for h in handles:
         h.remove()
@@ -128,24 +106,11 @@ def dict_overwrite(model, x):
 
 
 def skip_root(model, x):
-    hits, handles = [], []
-    for name, mod in model.named_modules():
-        if name:
-            handles.append(mod.register_forward_hook(
-                lambda m, i, o, name=name: hits.append(name) if _bad(o) else None))
-    model(x)
-    for h in handles:
-        h.remove()
-    return hits[0] if hits else None
+    return _first(_hits(model, x, which=lambda name, mod: bool(name)))
 
 
 def registration_order_without_root(model, x):
-    outs, handles = {}, []
-    for name, mod in model.named_modules():
-        handles.append(mod.register_forward_hook(lambda m, i, o, name=name: outs.setdefault(name, o)))
-    model(x)
-    for h in handles:
-        h.remove()
+    outs = _outputs(model, x)
     return next((n for n, _ in model.named_modules() if n and n in outs and _bad(outs[n])), None)
 
 
