@@ -80,7 +80,7 @@ def test_cuda_without_gpu_warns_like_torch():
         torch.autocast("cuda")
         autocast("cuda")
     assert len({str(w.message) for w in got}) == 1
-    with autocast("cuda"):
+    with pytest.warns(UserWarning, match="Disabling autocast"), autocast("cuda"):
         assert not ac.is_autocast_enabled("cuda")
 
 
