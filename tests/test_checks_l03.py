@@ -33,108 +33,48 @@ def test_wrong_scales_fail(wrong, hint):
     assert "FAIL choose_scale" in str(e.value) and hint in str(e.value), str(e.value)
 
 
-def ref_step(model, optimizer, loss_fn, x, y, scale):
-    optimizer.zero_grad()
-    (loss_fn(model(x), y) * scale).backward()
-    if not all(torch.isfinite(p.grad).all() for p in model.parameters()):
-        optimizer.zero_grad()
-        return False
-    for p in model.parameters():
-        p.grad /= scale
-    optimizer.step()
-    return True
+def make_step(*, zero_first=True, check="grads", bad=torch.isfinite, clear_on_skip=True, unscale="before"):
+    """The reference step (all defaults) or one plausible mistake in it."""
+    def step(model, optimizer, loss_fn, x, y, scale):
+        if zero_first:
+            optimizer.zero_grad()
+        scaled = loss_fn(model(x), y) * scale
+        if check == "loss" and not torch.isfinite(scaled):
+            return False
+        scaled.backward()
+        if check == "grads" and not all(bad(p.grad).all() for p in model.parameters()):
+            if clear_on_skip:
+                optimizer.zero_grad()
+            return False
+        if unscale == "before":
+            for p in model.parameters():
+                p.grad /= scale
+        optimizer.step()
+        if unscale == "after":
+            for p in model.parameters():
+                p.grad /= scale
+        return True
+    return step
 
 
 def test_reference_scaled_step_passes(capsys):
-    l03.check_scaled_step(ref_step)
+    l03.check_scaled_step(make_step())
     assert capsys.readouterr().out.startswith("PASS scaled_step")
 
 
-def no_unscale(model, optimizer, loss_fn, x, y, scale):
-    optimizer.zero_grad()
-    (loss_fn(model(x), y) * scale).backward()
-    if not all(torch.isfinite(p.grad).all() for p in model.parameters()):
-        optimizer.zero_grad()
-        return False
-    optimizer.step()
-    return True
-
-
-def no_skip(model, optimizer, loss_fn, x, y, scale):
-    optimizer.zero_grad()
-    (loss_fn(model(x), y) * scale).backward()
-    for p in model.parameters():
-        p.grad /= scale
-    optimizer.step()
-    return True
-
-
-def inf_only(model, optimizer, loss_fn, x, y, scale):
-    optimizer.zero_grad()
-    (loss_fn(model(x), y) * scale).backward()
-    if any(torch.isinf(p.grad).any() for p in model.parameters()):
-        optimizer.zero_grad()
-        return False
-    for p in model.parameters():
-        p.grad /= scale
-    optimizer.step()
-    return True
-
-
-def loss_check_only(model, optimizer, loss_fn, x, y, scale):
-    optimizer.zero_grad()
-    scaled = loss_fn(model(x), y) * scale
-    if not torch.isfinite(scaled):
-        return False
-    scaled.backward()
-    for p in model.parameters():
-        p.grad /= scale
-    optimizer.step()
-    return True
-
-
-def no_zero_grad(model, optimizer, loss_fn, x, y, scale):
-    (loss_fn(model(x), y) * scale).backward()
-    if not all(torch.isfinite(p.grad).all() for p in model.parameters()):
-        optimizer.zero_grad()
-        return False
-    for p in model.parameters():
-        p.grad /= scale
-    optimizer.step()
-    return True
-
-
-def keeps_bad_grads(model, optimizer, loss_fn, x, y, scale):
-    optimizer.zero_grad()
-    (loss_fn(model(x), y) * scale).backward()
-    if not all(torch.isfinite(p.grad).all() for p in model.parameters()):
-        return False
-    for p in model.parameters():
-        p.grad /= scale
-    optimizer.step()
-    return True
-
-
-def unscale_after_step(model, optimizer, loss_fn, x, y, scale):
-    optimizer.zero_grad()
-    (loss_fn(model(x), y) * scale).backward()
-    if not all(torch.isfinite(p.grad).all() for p in model.parameters()):
-        optimizer.zero_grad()
-        return False
-    optimizer.step()
-    for p in model.parameters():
-        p.grad /= scale
-    return True
-
-
-@pytest.mark.parametrize("wrong, hint", [
-    (no_unscale, "divide every gradient by scale"), (no_skip, "skip the step"),
-    (inf_only, "inf and NaN"), (loss_check_only, "EVERY gradient"), (no_zero_grad, "accumulate"),
-    (keeps_bad_grads, "clear the gradients"), (unscale_after_step, "divide every gradient"),
-])
-def test_wrong_scaled_steps_fail(wrong, hint):
+@pytest.mark.parametrize("mistake, hint", [
+    (dict(unscale="never"), "divide every gradient by scale"),
+    (dict(check="none"), "skip the step"),
+    (dict(bad=lambda g: ~torch.isinf(g)), "inf and NaN"),
+    (dict(check="loss"), "EVERY gradient"),
+    (dict(zero_first=False), "accumulate"),
+    (dict(clear_on_skip=False), "clear the gradients"),
+    (dict(unscale="after"), "divide every gradient"),
+], ids=["no_unscale", "no_skip", "inf_only", "loss_check_only", "no_zero_grad", "keeps_bad_grads",
+        "unscale_after_step"])
+def test_wrong_scaled_steps_fail(mistake, hint):
     with pytest.raises(CheckFailed) as e:
-        l03.check_scaled_step(wrong)
+        l03.check_scaled_step(make_step(**mistake))
     msg = str(e.value)
     assert msg.startswith("FAIL scaled_step") and "input:" in msg, msg
     assert hint in msg, msg
