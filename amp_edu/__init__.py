@@ -13,6 +13,8 @@ scaler     GradScaler from scratch, bit-identical to torch's       (04)
 autocast   autocast from scratch, torch's op policy                (05)
 bench      matmul and training-step benchmarks                     (06)
 memory     saved-activation bytes and peak memory                  (07)
+recipe     checkpoint/restore for a bit-exact AMP resume           (08)
+study      recipes x seeds: convergence study with a computed verdict (08)
 debug      finding the first non-finite layer, and friends         (09)
 viz        plotting helpers shared by the lessons
 checks     graders for the exercises, one module per lesson
