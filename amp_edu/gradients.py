@@ -39,8 +39,8 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn as nn
 
-__all__ = ["FP16_MAX", "FP16_MIN_NORMAL", "FP16_MIN_SUBNORMAL", "FATES", "fp16_fate", "fp16_fractions",
-           "log2_histogram", "GradientRecord", "capture", "layer_report", "max_safe_scale", "scale_sweep",
+__all__ = ["FP16_MAX", "FP16_MIN_NORMAL", "FP16_MIN_SUBNORMAL", "FATES", "flat_values", "fp16_fate",
+           "fp16_fractions", "log2_histogram", "GradientRecord", "capture", "layer_report", "max_safe_scale", "scale_sweep",
            "plot_histogram", "plot_layer_fractions", "format_report"]
 
 _F16 = torch.finfo(torch.float16)
@@ -50,7 +50,8 @@ FP16_MIN_SUBNORMAL = 2.0 ** -24            # torch.finfo has no field for it
 FATES = ("zero", "flush", "subnormal", "normal", "overflow", "nonfinite")
 
 
-def _as_flat(values) -> torch.Tensor:
+def flat_values(values) -> torch.Tensor:
+    """A float tensor or a list of them → one flat float32 CPU tensor (detached)."""
     if isinstance(values, torch.Tensor):
         ts = [values]
     elif isinstance(values, (list, tuple)) and all(isinstance(v, torch.Tensor) for v in values):
@@ -75,7 +76,7 @@ def _check_scale(scale) -> float:
 def fp16_fate(values, scale: float = 1.0) -> torch.Tensor:
     """Index into :data:`FATES` for each element of ``values × scale`` stored in fp16 (a flat int8
     tensor). ``values``: a float tensor or a list of them (flattened and concatenated)."""
-    x = _as_flat(values)
+    x = flat_values(values)
     s = _check_scale(scale)
     y = x * s                                            # float32, like a scaled fp32 gradient
     h = y.to(torch.float16)
@@ -110,7 +111,7 @@ def log2_histogram(values, scale: float = 1.0, *, lo: int = -60, hi: int = 20):
     """
     if not (isinstance(lo, int) and isinstance(hi, int) and lo < hi):
         raise ValueError(f"need integers lo < hi, got lo={lo!r}, hi={hi!r}")
-    x = _as_flat(values)
+    x = flat_values(values)
     a = (x * _check_scale(scale)).abs()
     finite = torch.isfinite(a)
     nz = finite & (a > 0)
@@ -131,9 +132,10 @@ class GradientRecord:
 
     def values(self, kind: str = "activations") -> torch.Tensor:
         """All gradients of ``kind`` ("activations" or "weights") as one flat tensor."""
-        return _as_flat(list(self._of(kind).values()))
+        return flat_values(list(self.by_layer(kind).values()))
 
-    def _of(self, kind):
+    def by_layer(self, kind: str = "activations") -> dict:
+        """``{layer name: flat gradient tensor}`` for ``kind`` ("activations" or "weights")."""
         if kind not in ("activations", "weights"):
             raise ValueError(f"kind must be 'activations' or 'weights', got {kind!r}")
         return self.activations if kind == "activations" else self.weights
@@ -189,7 +191,7 @@ def layer_report(record: GradientRecord, kind: str = "activations", scale: float
     """One row per layer: ``name``, ``n``, the :data:`FATES` fractions, ``flush_of_nonzero``,
     ``max_abs`` and ``median_abs`` (of the non-zero magnitudes, unscaled)."""
     rows = []
-    for name, g in record._of(kind).items():
+    for name, g in record.by_layer(kind).items():
         row = {"name": name}
         row.update(fp16_fractions(g, scale))
         a = g.abs()
@@ -215,7 +217,7 @@ def max_safe_scale(values, *, limit: float = FP16_MAX) -> float:
     """The largest power of two S with ``max|values| × S <= limit`` (default 65504), so the largest
     gradient stays finite in fp16. S may be below 1 when gradients exceed the limit already.
     Raises ``ValueError`` if there is no non-zero finite value to go by."""
-    x = _as_flat(values)
+    x = flat_values(values)
     a = x.abs()
     a = a[torch.isfinite(a)]
     if a.numel() == 0 or float(a.max()) == 0.0:

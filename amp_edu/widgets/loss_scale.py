@@ -19,7 +19,7 @@ import io
 import ipywidgets as W
 from matplotlib.figure import Figure
 
-from ..gradients import GradientRecord, _as_flat, fp16_fractions, plot_histogram
+from ..gradients import GradientRecord, flat_values, fp16_fractions, plot_histogram
 
 __all__ = ["loss_scale_summary", "loss_scale_figure", "LossScaleExplorer", "loss_scale_explorer"]
 
@@ -30,7 +30,7 @@ def loss_scale_summary(values, log2_scale: int = 0) -> dict:
     """fp16 fates of ``values × 2^log2_scale`` and one sentence about them (key ``text``)."""
     if isinstance(log2_scale, bool) or not isinstance(log2_scale, int):
         raise TypeError(f"log2_scale must be an int, got {type(log2_scale).__name__}")
-    x = _as_flat(values)
+    x = flat_values(values)
     f = fp16_fractions(x, 2.0 ** log2_scale)
     a = x.abs()
     a = a[a.isfinite()]
@@ -69,7 +69,7 @@ class LossScaleExplorer:
             self.values = None
         else:
             self.record = None
-            self.values = _as_flat(source)
+            self.values = flat_values(source)
         if kind not in ("activations", "weights"):
             raise ValueError(f"kind must be 'activations' or 'weights', got {kind!r}")
         self.log2_scale = W.IntSlider(value=log2_scale, min=0, max=max_log2, step=1,
@@ -91,7 +91,7 @@ class LossScaleExplorer:
     def _layers(self, kind):
         if self.record is None:
             return [ALL_LAYERS]
-        return [ALL_LAYERS, *self.record._of(kind).keys()]
+        return [ALL_LAYERS, *self.record.by_layer(kind).keys()]
 
     def _on_change(self, _change):
         if not self._busy:
@@ -112,7 +112,7 @@ class LossScaleExplorer:
             return self.values
         if self.layer.value == ALL_LAYERS:
             return self.record.values(self.kind.value)
-        return self.record._of(self.kind.value)[self.layer.value]
+        return self.record.by_layer(self.kind.value)[self.layer.value]
 
     def update(self):
         from IPython.display import Image
