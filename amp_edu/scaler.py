@@ -66,39 +66,44 @@ def inverse_scale(scale: torch.Tensor) -> torch.Tensor:
 
 
 # On a CPU, same-shaped small gradients are stacked into buffers of fewer than this many elements,
-# each checked by one reduction; a larger gradient is checked on its own, in place. 2^15 is
-# torch's parallel grain: a smaller op runs on one thread and never wakes the thread pool (which
-# can cost milliseconds on a busy machine).
+# each reduced by one call; a larger gradient is reduced on its own, in place. 2^15 is torch's
+# parallel grain: a smaller op runs on one thread and never wakes the thread pool (which can cost
+# milliseconds on a busy machine).
 _CPU_CHUNK = (1 << 15) - 1
 
 
-def _cpu_extremes(same_shape: list[torch.Tensor]) -> list[torch.Tensor]:
-    """The min and max of every element of ``same_shape`` (tensors of one shape, dtype, on the CPU)
-    as a few 0-dim tensors: ``torch.aminmax`` of stacked groups of small tensors (one reduction
-    per group, instead of one per tensor), or of each large tensor in place."""
+def _cpu_parts(same_shape: list[torch.Tensor]) -> list[torch.Tensor]:
+    """``same_shape`` (tensors of one shape and dtype) as a few tensors to reduce: stacked groups of
+    small tensors (one reduction per group instead of one per tensor), or each large one as is."""
     n = same_shape[0].numel()
     if n == 0:
-        return []                                     # nothing to check (and no min or max)
+        return []                                     # nothing to check
     if n >= _CPU_CHUNK:
-        return [m for t in same_shape for m in torch.aminmax(t)]
+        return list(same_shape)
     per = _CPU_CHUNK // n
-    out: list[torch.Tensor] = []
-    for i in range(0, len(same_shape), per):
-        part = same_shape[i:i + per]
-        out.extend(torch.aminmax(torch.stack(part) if len(part) > 1 else part[0]))
-    return out
+    return [torch.stack(same_shape[i:i + per]) if len(same_shape[i:i + per]) > 1 else same_shape[i]
+            for i in range(0, len(same_shape), per)]
 
 
-def _markers(by_shape: dict, fused: bool) -> list[torch.Tensor]:
-    """0-dim tensors that are all finite exactly when every gradient in ``by_shape`` is.
+def _cpu_has_non_finite(by_shape: dict) -> bool:
+    """Does any gradient in ``by_shape`` (on the CPU) hold inf or NaN?
 
-    ``fused`` (GPUs): ``max |g|`` of every tensor from one multi-tensor kernel. Otherwise (CPU):
-    min and max of stacked groups, :func:`_cpu_extremes`.
+    Reading a CPU tensor is free, so ask a cheap question first: a sum is finite only if every
+    term is (inf and NaN propagate; +inf and -inf give NaN). A non-finite sum may still come from
+    finite terms that overflow together, so only then ask the exact, dearer question.
     """
-    if fused:
-        nonempty = [g for same_shape in by_shape.values() for g in same_shape if g.numel() > 0]
-        return list(torch._foreach_norm(nonempty, math.inf)) if nonempty else []
-    return [m for same_shape in by_shape.values() for m in _cpu_extremes(same_shape)]
+    parts = [part for same_shape in by_shape.values() for part in _cpu_parts(same_shape)]
+    if not parts:
+        return False
+    if math.isfinite(torch.stack([part.sum() for part in parts]).sum().item()):
+        return False
+    return not all(torch.isfinite(part).all() for part in parts)
+
+
+def _reads_are_free(device: torch.device) -> bool:
+    """Reading a tensor's value into Python costs nothing on a CPU; on a GPU it makes the CPU wait
+    until the GPU has finished all the work queued so far (a *sync*), so the scaler avoids it."""
+    return device.type == "cpu"
 
 
 def _check_and_unscale_(by_shape: dict, found_inf: torch.Tensor, inv_scale: torch.Tensor) -> None:
@@ -106,10 +111,16 @@ def _check_and_unscale_(by_shape: dict, found_inf: torch.Tensor, inv_scale: torc
     grads = [g for same_shape in by_shape.values() for g in same_shape]
     if not grads:
         return
-    markers = _markers(by_shape, fused=grads[0].device.type != "cpu")
-    if markers:
-        # x * 0 is 0 for a finite x and NaN for inf or NaN: the sum is 0 exactly when all are finite
-        found_inf.masked_fill_(torch.stack(markers).mul_(0).sum().ne(0), 1.0)
+    if _reads_are_free(grads[0].device):
+        if _cpu_has_non_finite(by_shape):
+            found_inf.fill_(1.0)
+    else:
+        # GPU: no value may be read back (that would make the CPU wait for the GPU). One fused
+        # multi-tensor kernel gives max |g| per tensor, inf or NaN where a tensor has one; and
+        # x * 0 is 0 for a finite x but NaN for inf and NaN, so the sum below is 0 or NaN.
+        maxima = torch._foreach_norm([g for g in grads if g.numel() > 0], math.inf)
+        if maxima:
+            found_inf.masked_fill_(torch.stack(maxima).mul_(0).sum().ne(0), 1.0)
     torch._foreach_mul_(grads, inv_scale)     # after the check; bf16/fp16: in float32, rounded back
 
 
@@ -124,12 +135,11 @@ def non_finite_check_and_unscale_(grads: list[torch.Tensor], found_inf: torch.Te
     push a large finite gradient to inf, and that is not an overflow of the *scaled* gradient.
     The gradients are multiplied even when a non-finite value is found (the step will be skipped).
 
-    How the check works: a tensor holds no inf or NaN exactly when its smallest and largest
-    elements are finite (NaN propagates through min and max, -inf shows in the min, +inf in the
-    max), or equally when ``max |g|`` is finite. On a GPU ``torch._foreach_norm(grads, inf)`` gives
-    ``max |g|`` of every tensor in one fused kernel. On a CPU that op loops over the tensors, and
-    each reduction has a fixed cost that would dominate for a model's many small tensors, so
-    same-shaped small tensors are stacked and reduced together with ``torch.aminmax``.
+    How the check works: on a GPU, ``torch._foreach_norm(grads, inf)`` gives ``max |g|`` of every
+    tensor in one fused kernel, inf or NaN exactly where a tensor holds one. On a CPU that op loops
+    over the tensors, and each reduction has a fixed cost that would dominate for a model's many
+    small tensors; so same-shaped small tensors are stacked and summed together, and only a
+    non-finite sum (rare: an overflow step) is checked element by element.
     """
     by_shape: dict[torch.Size, list[torch.Tensor]] = {}
     for g in grads:
@@ -173,7 +183,7 @@ def update_scale_(scale: torch.Tensor, growth_tracker: torch.Tensor, found_inf: 
     there the same rule is written with ``torch.where`` and runs on the device.
     """
     _check_update_args(growth_factor, backoff_factor, growth_interval)
-    if scale.device.type == "cpu" and growth_tracker.device.type == "cpu" and found_inf.device.type == "cpu":
+    if all(_reads_are_free(t.device) for t in (scale, growth_tracker, found_inf)):
         new_scale, new_tracker = update_rule(scale.item(), growth_tracker.item(), found_inf.item(),
                                              float(growth_factor), float(backoff_factor), int(growth_interval))
         scale.fill_(new_scale)

@@ -16,7 +16,7 @@ def test_simulation_is_seeded_and_shaped():
     a = simulate_scale(500, growth_interval=50, seed=3)
     assert a == simulate_scale(500, growth_interval=50, seed=3)
     assert a != simulate_scale(500, growth_interval=50, seed=4)
-    assert len(a["scale"]) == len(a["skipped"]) == 500
+    assert len(a["scale"]) == len(a["skipped"]) == len(a["bad"]) == 500
     assert all(isinstance(v, float) for v in a["scale"]) and all(isinstance(v, bool) for v in a["skipped"])
 
 
@@ -48,12 +48,14 @@ def test_every_step_bad_backs_off_in_float32_and_scale_never_grows_to_inf():
 
 def test_summary_tells_a_collapse_from_a_healthy_run():
     healthy = simulate_scale(3000, growth_interval=200)
-    assert "healthy" in summary_text(healthy, 200)
+    assert not any(healthy["bad"]) and ", 0 because the step made inf/NaN" in summary_text(healthy)
+    assert "falling" not in summary_text(healthy) and "hide" not in summary_text(healthy)
     sick = simulate_scale(3000, growth_interval=200, overflow_rate=0.02)
-    assert "keeps falling" in summary_text(sick, 200)
+    assert "keeps falling" in summary_text(sick)
     hidden = simulate_scale(3000, growth_interval=10, overflow_rate=0.02)
     assert min(hidden["scale"][1000:]) > 1.0, "a short growth_interval hides the bad steps..."
-    assert sum(hidden["skipped"]) > 40, "...which are still skipped"
+    assert sum(hidden["skipped"]) >= sum(hidden["bad"]) > 40, "...which are still skipped"
+    assert "the settings hide them" in summary_text(hidden)
 
 
 @pytest.mark.parametrize("kw", [dict(steps=0), dict(growth_interval=0), dict(backoff_factor=1.0),
@@ -66,7 +68,7 @@ def test_bad_input(kw):
 
 def test_explorer_reacts_to_its_controls():
     w = scale_explorer(steps=600, growth_interval=50)
-    assert "healthy" in w.text.value and len(w.plot.outputs) == 1
+    assert ", 0 because the step made inf/NaN" in w.text.value and len(w.plot.outputs) == 1
     w.overflow_rate.value = 0.05
     assert "keeps falling" in w.text.value and len(w.plot.outputs) == 1
     w.growth_interval.value = 10

@@ -20,7 +20,6 @@ import torch
 from matplotlib.figure import Figure
 
 from .. import viz
-from ..debug import scale_verdict
 from ..scaler import update_rule
 
 __all__ = ["FP16_MAX", "simulate_scale", "summary_text", "scale_figure", "ScaleExplorer", "scale_explorer"]
@@ -31,8 +30,9 @@ FP16_MAX = 65504.0
 def simulate_scale(steps: int = 3000, *, growth_interval: int = 2000, backoff_factor: float = 0.5,
                    growth_factor: float = 2.0, init_scale: float = 2.0 ** 16, overflow_rate: float = 0.0,
                    largest_grad: float = 4.0, grad_noise: float = 0.3, seed: int = 0) -> dict:
-    """Simulate ``steps`` scaler iterations; returns ``{"scale": [...], "skipped": [...]}``: the
-    scale used at each step and whether that step was skipped.
+    """Simulate ``steps`` scaler iterations; returns ``{"scale": [...], "skipped": [...], "bad": [...]}``:
+    the scale used at each step, whether that step was skipped, and whether it was a bad step
+    (inf/NaN at any scale).
 
     A step overflows when ``scale * g > 65504`` with ``g = largest_grad * exp(grad_noise * N(0,1))``,
     or with probability ``overflow_rate`` regardless of the scale (the model makes inf/NaN).
@@ -61,18 +61,21 @@ def simulate_scale(steps: int = 3000, *, growth_interval: int = 2000, backoff_fa
         skipped.append(overflow)
         scale, tracker = update_rule(scale, tracker, 1.0 if overflow else 0.0, growth_factor, backoff_factor,
                                      growth_interval)
-    return {"scale": scales, "skipped": skipped}
+    return {"scale": scales, "skipped": skipped, "bad": bad.tolist()}
 
 
-def summary_text(run: dict, growth_interval: int) -> str:
-    """Sentences about a simulated run: how many steps were skipped, where the scale went, and
-    what :func:`amp_edu.debug.scale_verdict` makes of it."""
-    s, k = run["scale"], run["skipped"]
-    n = sum(k)
-    text = (f"{n} of {len(k)} steps skipped ({n / len(k):.1%}); scale from 2^{math.log2(s[0]):g} "
-            f"to 2^{math.log2(s[-1]):.4g} (lowest 2^{math.log2(min(s)):.4g}).")
-    if all(v > 0 and math.isfinite(v) for v in s) and len(s) > 1:
-        text += " " + scale_verdict(s, growth_interval=growth_interval)
+def summary_text(run: dict) -> str:
+    """Sentences about a simulated run: how many steps were skipped and why, where the scale went."""
+    s, k, bad = run["scale"], run["skipped"], run["bad"]
+    n, n_bad = sum(k), sum(bad)
+    text = (f"{n} of {len(k)} steps skipped ({n / len(k):.1%}): {n - n_bad} because S times that step's "
+            f"largest gradient passed 65504, {n_bad} because the step made inf/NaN by itself (skipped at "
+            f"any S). S went from 2^{math.log2(s[0]):g} to 2^{math.log2(s[-1]):.3g} "
+            f"(lowest 2^{math.log2(min(s)):.3g}).")
+    if n_bad and s[-1] < s[len(s) // 10] / 4:           # lower at the end than after the first tenth
+        text += " The scale keeps falling: the bad steps, not the scale, are the problem."
+    elif n_bad:
+        text += " The scale holds up, but the bad steps are still skipped: the settings hide them."
     return text
 
 
@@ -120,7 +123,7 @@ class ScaleExplorer:
     def update(self):
         from IPython.display import Image
         r = self.run()
-        self.text.value = html.escape(summary_text(r, self.growth_interval.value))
+        self.text.value = html.escape(summary_text(r))
         buf = io.BytesIO()
         scale_figure(r).savefig(buf, format="png", dpi=80)
         self.plot.outputs = ()
