@@ -25,6 +25,7 @@ def plot_sweep(doc: dict, ax=None, *, title: str | None = None):
     if ax is None:
         _, ax = fig_ax()
     square = report.rows(doc, "matmul", group="square")
+    drawn = set()   # on a CPU every dtype shares one peak (its fp32 rate): draw it once
     for dt in report.DTYPE_NAMES:
         pts = sorted((r["shape"][0], r["tflops"]) for r in square if r["dtype"] == dt)
         if not pts:
@@ -32,7 +33,8 @@ def plot_sweep(doc: dict, ax=None, *, title: str | None = None):
         col = color_for(dt)
         ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", color=col, label=_label(dt))
         peak = next((r["peak_tflops"] for r in square if r["dtype"] == dt and r.get("peak_tflops")), None)
-        if peak:
+        if peak and peak not in drawn:
+            drawn.add(peak)
             ax.axhline(peak, color=col, ls="--", lw=1, alpha=0.7)
     return _finish(ax, doc, title, "matrix size n (an n×n by n×n matmul)", "dashed: peak")
 
@@ -102,13 +104,13 @@ def plot_speedups(docs: dict[str, dict], claims: dict[str, tuple[float, float]],
                     continue
                 ax.bar(x, v, color=color_for(dt), width=0.8)
                 ticks.append(x)
-                labels.append(f"{name}\n{_label(dt)}")
+                labels.append(f"{name}: {_label(dt)}")
                 x += 1
         ax.fill_between([start - 0.5, x - 0.5], lo, hi, color="grey", alpha=0.2, lw=0)
         ax.text(start - 0.4, hi, f"claim: {kind.replace('_', ' ')} {lo:g}–{hi:g}×", fontsize=8, va="bottom")
         x += 1
     ax.axhline(1.0, color="black", lw=0.8)
-    ax.set_xticks(ticks, labels, fontsize=7)
+    ax.set_xticks(ticks, labels, fontsize=7, rotation=30, ha="right")
     log2_axis(ax, "y", label="speed-up over fp32 (×)")
     ax.grid(alpha=0.3, axis="y", which="both")
     return ax
