@@ -259,6 +259,8 @@ def effective_eps(eps: float, dtype: torch.dtype) -> float:
     """What ``eps`` becomes when it is stored in ``dtype`` (round to nearest even, like torch)."""
     if not isinstance(eps, (int, float)) or isinstance(eps, bool):
         raise TypeError(f"eps must be a float, got {type(eps).__name__}")
+    if not math.isfinite(eps) or eps < 0:
+        raise ValueError(f"eps must be a finite number >= 0, got {eps!r}")
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
         raise TypeError(f"dtype must be a floating torch.dtype (e.g. torch.float16), got {dtype!r}")
     return float(torch.tensor(float(eps), dtype=torch.float64).to(dtype))
@@ -338,7 +340,11 @@ def scale_verdict(scales: Iterable[float]) -> str:
     already worked is not explained by the scale at all: the model, loss or data made inf/NaN.
     Three or more such skips, and at least 1% of the steps, make the verdict "inf/NaN".
     """
-    s = [float(v) for v in scales]
+    try:
+        s = [float(v) for v in scales]
+    except (TypeError, ValueError):
+        raise TypeError("scales must be an iterable of numbers (the scale used at each step, "
+                        f"e.g. scaler.get_scale() per step), got {scales!r:.80}") from None
     if len(s) < 2:
         raise ValueError("need the scale of at least 2 steps")
     if any(not math.isfinite(v) or v <= 0 for v in s):

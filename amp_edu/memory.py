@@ -224,6 +224,10 @@ def fit_line(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float]:
     """
     if len(xs) != len(ys) or len(xs) < 2:
         raise ValueError("need at least two (x, y) points of equal length")
+    for what, vals in (("xs", xs), ("ys", ys)):
+        for v in vals:
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                raise ValueError(f"{what} must hold finite numbers (ints or floats), got {v!r}")
     mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
     sxx = sum((x - mx) ** 2 for x in xs)
     if sxx == 0:
@@ -248,6 +252,9 @@ def training_state_bytes(model: nn.Module, *, optimizer_states: int = 2) -> dict
     parameter: 2 for Adam, 1 for SGD with momentum). The same under autocast as in fp32."""
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be an nn.Module, got {type(model).__name__}")
+    if isinstance(optimizer_states, bool) or not isinstance(optimizer_states, int) or optimizer_states < 0:
+        raise ValueError(f"optimizer_states must be an int >= 0 (2 for Adam, 1 for SGD with momentum, "
+                         f"0 for plain SGD), got {optimizer_states!r}")
     p = sum(t.numel() * t.element_size() for t in model.parameters())
     return {"parameters": p, "gradients": p, "optimizer": optimizer_states * p}
 

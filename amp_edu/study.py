@@ -102,6 +102,11 @@ def _check_metric(metric):
         raise ValueError(f"unknown metric {metric!r}; accepted: {', '.join(METRICS)}")
 
 
+def _check_study(study):
+    if not isinstance(study, Study):
+        raise TypeError(f"study must be an amp_edu.study.Study (what run_study returns), got {type(study).__name__}")
+
+
 def _smooth(values, window: int = 10) -> list[float]:
     """Trailing mean over ``window`` steps (nan if any value in the window is nan)."""
     out, acc = [], []
@@ -166,6 +171,9 @@ def stats(values) -> dict:
 
 def summary(study: Study, metrics=("eval_loss", "eval_accuracy")) -> list[dict]:
     """One row per recipe: ``{"recipe", <metric>: stats(...)}`` of the final values over seeds."""
+    _check_study(study)
+    for m in metrics:
+        _check_metric(m)
     return [{"recipe": r, **{m: stats(study.finals(r, m)) for m in metrics}} for r in study.recipes]
 
 
@@ -193,6 +201,7 @@ def compare_to_baseline(study: Study, recipe: str, metric: str = "eval_loss", *,
     equal; ``within`` if ``|diff| <= spread`` (fp32's seed-to-seed std); ``clear`` if
     ``|diff| > 3 × spread``; ``unclear`` between the two (more seeds would decide).
     """
+    _check_study(study)
     _check_metric(metric)
     for r in (recipe, baseline):
         if r not in study.runs:
@@ -245,6 +254,7 @@ def verdict(study: Study, metrics=("eval_loss", "eval_accuracy"), *, baseline: s
 
     The last sentence weighs the seeds' claim that mixed precision "barely changes accuracy".
     """
+    _check_study(study)
     if baseline not in study.runs:
         raise ValueError(f"the baseline {baseline!r} is not in this study")
     out, calls = [], {}
@@ -282,6 +292,9 @@ def step_times(task, recipes=RECIPES, *, model: str | None = None, steps: int = 
         task = _data.get_task(task)
     if not isinstance(steps, int) or steps < 1:
         raise ValueError(f"steps must be a positive int, got {steps!r}")
+    for name, v in (("rounds", rounds), ("repeats", repeats)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"{name} must be a positive int, got {v!r}")
     fns = {parse_recipe(r).name: (lambda r=r: train(task, model, r, steps=steps, eval_every=0, **train_kwargs))
            for r in recipes}
     with num_threads(threads):

@@ -220,3 +220,14 @@ def test_plot_module_calls_marks_the_first_nonfinite():
     with pytest.raises(ValueError):
         debug.plot_module_calls([], ax)
     plt.close(fig)
+
+
+@pytest.mark.parametrize("call, exc, words", [
+    (lambda: debug.effective_eps(-1e-8, torch.float16), ValueError, ">= 0"),
+    (lambda: debug.effective_eps(float("nan"), torch.float16), ValueError, ">= 0"),
+    (lambda: debug.scale_verdict("abc"), TypeError, "iterable of numbers"),
+    (lambda: debug.scale_verdict([65536.0, None]), TypeError, "iterable of numbers"),
+])
+def test_bad_input_names_what_is_accepted(call, exc, words):
+    with pytest.raises(exc, match=words):
+        call()

@@ -102,6 +102,9 @@ def test_peak_cuda_bytes_is_none_without_a_gpu():
     (lambda: memory.fit_line([1], [2]), ValueError),
     (lambda: memory.SavedReport().bytes_of("weights"), ValueError),
     (lambda: memory.training_state_bytes("m"), TypeError),
+    (lambda: memory.fit_line([1, 2], [float("nan"), 3]), ValueError),
+    (lambda: memory.fit_line("ab", [1, 2]), ValueError),
+    (lambda: memory.training_state_bytes(nn.Linear(2, 2), optimizer_states=-1), ValueError),
 ])
 def test_bad_input(call, exc):
     with pytest.raises(exc):

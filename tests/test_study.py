@@ -145,3 +145,15 @@ def test_plots_draw_a_line_and_band_per_recipe():
     with pytest.raises(ValueError):
         study.plot_curves(s, a, band="iqr")
     plt.close(fig)
+
+
+@pytest.mark.parametrize("call, exc", [
+    (lambda: study.summary("not a study"), TypeError),
+    (lambda: study.verdict({"fp32": []}), TypeError),
+    (lambda: study.compare_to_baseline(None, "amp_fp16"), TypeError),
+    (lambda: study.step_times("blobs", ["fp32"], rounds=0), ValueError),
+    (lambda: study.step_times("blobs", ["fp32"], repeats=-1), ValueError),
+])
+def test_reports_reject_bad_input(call, exc):
+    with pytest.raises(exc):
+        call()
