@@ -86,3 +86,40 @@ def test_unsolved_exercises_fail_with_the_not_done_message():
     for check in (l03.check_choose_scale, l03.check_scaled_step):
         with pytest.raises(CheckFailed, match="not done yet"):
             check(todo)
+
+
+def test_single_overflow_scenario_has_one_inf_in_one_parameter_and_no_nan():
+    """The premise of the last scenario: exactly one parameter's gradient holds inf, none holds NaN."""
+    i = len(l03._SCENARIOS) - 1
+    (kind, scale), = l03._SCENARIOS[i][1]
+    model = l03._model(i)
+    x, y = l03._batch(kind, 100 * i)
+    (l03._loss_fn(model(x), y) * scale).backward()
+    grads = [p.grad for p in model.parameters()]
+    assert not any(bool(torch.isnan(g).any()) for g in grads)
+    assert sum(bool(torch.isinf(g).any()) for g in grads) == 1
+    assert torch.isfinite(grads[0]).all() and torch.isfinite(grads[-1]).all()
+
+
+def _checks_one_param(index):
+    """A step that looks at one parameter's gradient only (the first, or the last) before stepping."""
+    def step(model, optimizer, loss_fn, x, y, scale):
+        optimizer.zero_grad()
+        (loss_fn(model(x), y) * scale).backward()
+        if not torch.isfinite(list(model.parameters())[index].grad).all():
+            optimizer.zero_grad()
+            return False
+        for p in model.parameters():
+            p.grad /= scale
+        optimizer.step()
+        return True
+    return step
+
+
+@pytest.mark.parametrize("wrong", [make_step(bad=lambda g: ~torch.isnan(g)), _checks_one_param(0),
+                                   _checks_one_param(-1)], ids=["nan_only", "first_param_only", "last_param_only"])
+def test_partial_overflow_checks_fail(wrong):
+    with pytest.raises(CheckFailed) as e:
+        l03.check_scaled_step(wrong)
+    msg = str(e.value)
+    assert "one weight gradient overflows" in msg and "EVERY gradient" in msg, msg

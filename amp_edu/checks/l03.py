@@ -4,8 +4,9 @@
 largest magnitude sits exactly on a boundary, is negative, hides in a later tensor, or already
 exceeds 65504 (so S < 1). ``check_scaled_step`` *runs* the learner's step on a small fp16 model
 next to the reference, on a clean batch, a batch whose scaled gradients overflow (while the loss
-stays finite), a batch with a NaN, and sequences of them — and compares the return value, every
-parameter and every gradient bit for bit.
+stays finite), a batch with a NaN, a batch where a single gradient value overflows (to inf, in
+one parameter only), and sequences of them — and compares the return value, every parameter and
+every gradient bit for bit.
 """
 
 from __future__ import annotations
@@ -119,6 +120,10 @@ _SCENARIOS = [
     ("overflow (S = 2^14), then a clean batch (S = 2^14)", [("overflow", 2.0 ** 14), ("clean", 2.0 ** 14)]),
     ("NaN, then a clean batch, S = 32", [("nan", 32.0), ("clean", 32.0)]),
     ("one clean batch, S = 1", [("clean", 1.0)]),
+    # only ONE gradient value overflows, to inf (no NaN anywhere), in a middle parameter: catches a
+    # check that looks for NaN only, or at one parameter only (tests/test_checks_l03.py proves it)
+    ("a clean batch at S = 2^18: one weight gradient overflows to inf, every other gradient is finite",
+     [("clean", 2.0 ** 18)]),
 ]
 
 
