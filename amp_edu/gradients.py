@@ -58,8 +58,9 @@ def flat_values(values) -> torch.Tensor:
         ts = list(values)
     else:
         raise TypeError(f"values must be a tensor or a list/tuple of tensors, got {type(values).__name__}")
-    if any(not t.is_floating_point() for t in ts):
-        raise TypeError("values must be floating-point tensors")
+    bad = [t.dtype for t in ts if not t.is_floating_point()]
+    if bad:
+        raise TypeError(f"values must be floating-point tensors, got dtype {bad[0]}")
     if not ts:
         return torch.zeros(0)
     return torch.cat([t.detach().reshape(-1).float().cpu() for t in ts])
@@ -109,7 +110,7 @@ def log2_histogram(values, scale: float = 1.0, *, lo: int = -60, hi: int = 20):
     below ``2^lo`` are counted in bin ``lo``, above ``2^(hi+1)`` in bin ``hi``), zeros and
     non-finite values are counted apart. Bins are exact: ``torch.frexp`` reads the exponent.
     """
-    if not (isinstance(lo, int) and isinstance(hi, int) and lo < hi):
+    if isinstance(lo, bool) or isinstance(hi, bool) or not (isinstance(lo, int) and isinstance(hi, int) and lo < hi):
         raise ValueError(f"need integers lo < hi, got lo={lo!r}, hi={hi!r}")
     x = flat_values(values)
     a = (x * _check_scale(scale)).abs()
@@ -217,6 +218,10 @@ def max_safe_scale(values, *, limit: float = FP16_MAX) -> float:
     """The largest power of two S with ``max|values| × S <= limit`` (default 65504), so the largest
     gradient stays finite in fp16. S may be below 1 when gradients exceed the limit already.
     Raises ``ValueError`` if there is no non-zero finite value to go by."""
+    if isinstance(limit, bool) or not isinstance(limit, (int, float)):
+        raise TypeError(f"limit must be a number, got {type(limit).__name__}")
+    if not (math.isfinite(limit) and limit > 0):
+        raise ValueError(f"limit must be finite and > 0, got {limit}")
     x = flat_values(values)
     a = x.abs()
     a = a[torch.isfinite(a)]
@@ -235,6 +240,9 @@ def scale_sweep(values, log2_scales) -> list[dict]:
     """:func:`fp16_fractions` for S = 2^k, for each k in ``log2_scales`` (adds key ``log2_scale``)."""
     rows = []
     for k in log2_scales:
+        if isinstance(k, bool) or not hasattr(k, "__index__"):
+            raise TypeError(f"log2_scales must hold integers k (S = 2^k), got {k!r}")
+        k = int(k)
         r = fp16_fractions(values, 2.0 ** k)
         r["log2_scale"] = k
         rows.append(r)
