@@ -11,7 +11,7 @@ from amp_edu.checks.core import CheckFailed
 
 # --- part A: unscale with the inf/NaN check ---------------------------------------------------
 def make_unscale(*, check="isfinite", when="before", inverse="float64", skip_bad=False, in_place=True,
-                 returns="tensor"):
+                 returns="tensor", flag=True):
     """A learner's unscale_and_check_ with one mistake switched in."""
     def unscale_and_check_(grads, scale):
         if inverse == "float64":
@@ -29,7 +29,7 @@ def make_unscale(*, check="isfinite", when="before", inverse="float64", skip_bad
         out = []
         for g in grads:
             if when == "before" and bad(g):
-                found.fill_(1.0)
+                found.fill_(1.0) if flag else found.add_(1.0)
             if not (skip_bad and bad(g)):
                 if inverse == "divide":
                     g.div_(scale)
@@ -46,7 +46,7 @@ def make_unscale(*, check="isfinite", when="before", inverse="float64", skip_bad
 
 def test_reference_unscale_passes(capsys):
     l04.check_unscale(make_unscale())
-    assert capsys.readouterr().out.startswith("PASS unscale_and_check_: 14 cases")
+    assert capsys.readouterr().out.startswith("PASS unscale_and_check_: 15 cases")
     l04.check_unscale(make_unscale(inverse="python"))          # 1.0 / scale.item() is float64 too
 
 
@@ -57,6 +57,7 @@ def test_reference_unscale_passes(capsys):
     (make_unscale(check="sum"), "large but finite", "not a sum"),
     (make_unscale(when="after"), "scale below 1", "check *before* multiplying"),
     (make_unscale(skip_bad=True), "an inf", "unscale every gradient even when"),
+    (make_unscale(flag=False), "not a count", "a flag, not a count"),
     (make_unscale(inverse="float32"), "clean gradients", "float64"),
     (make_unscale(inverse="divide"), "clean gradients", "float64"),
     (make_unscale(in_place=False), "clean gradients", "in place"),

@@ -8,7 +8,7 @@
 
 The expected answers come from :mod:`amp_edu.scaler`, which ``tests/test_scaler.py`` proves equal
 to torch's own kernels bit for bit. The cases are the ones nearly-right answers get wrong: NaN as
-well as inf, -inf, a sum of large finite values that overflows, a check done after unscaling,
+well as inf, -inf, a count instead of a flag, a sum of large finite values that overflows, a check done after unscaling,
 growth one step late, a tracker that is not reset, a scale grown to inf, factors applied in
 float32, a floor under the scale, an inverse computed in float32.
 """
@@ -67,6 +67,7 @@ def _unscale_cases():
     yield "a NaN (not an inf!)", [r(4, 3), t([1.0, NAN, 2.0])], 65536.0
     yield "a -inf", [t([-INF, 1.0]), r(3)], 1024.0
     yield "inf in the first tensor only", [t([INF]), r(5), r(2, 2)], 2.0
+    yield "inf and NaN in two tensors: found_inf is 1.0, not a count", [t([INF, 1.0]), r(3), t([NAN, -INF])], 16.0
     yield "large but finite values (their sum overflows, they don't)", [t([3.0e38, 3.0e38, -1.0])], 1.0
     yield "scale below 1: unscaling makes inf of a finite value", [t([1.0e38, 2.0])], 0.25
     yield "a scale that is not a power of two", [r(3, 3), t([1.0, 3.0, 10.0])], 3.0
@@ -126,7 +127,10 @@ def check_unscale(unscale_and_check_) -> None:
                        hint="return found_inf as a 0-dim float32 tensor, 1.0 or 0.0 "
                             "(torch.zeros(()) then fill_(1.0)): the scaler sums these tensors later")
         if not torch.equal(got, expected):
-            if expected.item() == 0.0 and any(g.numel() and g.abs().max() > 1e37 for g in grads):
+            if expected.item() == 1.0 and got.item() > 1.0:
+                hint = ("found_inf is a flag, not a count: 1.0 if any gradient held inf/NaN, however many "
+                        "did (found_inf.fill_(1.0), not found_inf += 1)")
+            elif expected.item() == 0.0 and any(g.numel() and g.abs().max() > 1e37 for g in grads):
                 hint = ("these values are finite: check with torch.isfinite (not a sum, which overflows), "
                         "and check *before* multiplying by 1/scale -- with a scale below 1, unscaling can "
                         "overflow a finite gradient, and that is not an inf in the scaled gradients")

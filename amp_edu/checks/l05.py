@@ -51,7 +51,7 @@ def _eligibility_cases():
     ]
 
 
-def check_is_eligible(fn) -> str:
+def check_is_eligible(fn) -> None:
     """``fn(t, device_type) -> bool``: would autocast cast ``t``?"""
     name = "is_eligible"
     require_callable(name, fn)
@@ -73,7 +73,7 @@ def check_is_eligible(fn) -> str:
             elif t.dtype == torch.float8_e4m3fn:
                 hint = "the rule is 'floating point and not float64', not a list of three dtypes"
             raise fail(name, input=shown, expected=want, got=got, hint=hint)
-    return passed(name, f"{len(_eligibility_cases())} cases")
+    passed(name, f"{len(_eligibility_cases())} cases")
 
 
 # --- part B ---------------------------------------------------------------------------------
@@ -210,7 +210,7 @@ def _hint(kind, args, kwargs, mine) -> str:
     return "lower ops cast every eligible floating input to the region's dtype (look inside lists too)"
 
 
-def check_autocast_args(fn) -> str:
+def check_autocast_args(fn) -> None:
     """``fn(op, args, kwargs, *, policy, device_type, dtype) -> (args, kwargs)`` (or RuntimeError)."""
     name = "autocast_args"
     require_callable(name, fn)
@@ -240,7 +240,7 @@ def check_autocast_args(fn) -> str:
         if not _same_outcome(mine, want):
             raise fail(name, input=shown, expected=_shown(want), got=_shown(mine),
                        hint=_hint(kind_of(pol, op, args, kwargs), args, kwargs, answer))
-    return passed(name, f"{len(cases)} calls of ops the lesson did not show")
+    passed(name, f"{len(cases)} calls of ops the lesson did not show")
 
 
 
@@ -250,7 +250,7 @@ def _cache_fail(shown, expected, got, hint):
     return fail("cached_cast", input=shown, expected=expected, got=got, hint=hint)
 
 
-def check_cached_cast(fn) -> str:
+def check_cached_cast(fn) -> None:
     """``fn(cache: dict, t, to, lower) -> tensor``: the weight-cast cache."""
     name = "cached_cast"
     require_callable(name, fn)
@@ -320,4 +320,4 @@ def check_cached_cast(fn) -> str:
         raise _cache_fail(shown, "no caching in inference mode", "a cached tensor",
                           "torch does not cache in inference_mode (torch.is_inference_mode_enabled()): "
                           "such tensors could not be used by a later grad forward")
-    return passed(name, "reuse, the no_grad trap, what is not cached, dtypes, clear, inference mode")
+    passed(name, "reuse, the no_grad trap, what is not cached, dtypes, clear, inference mode")
