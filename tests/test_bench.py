@@ -361,6 +361,18 @@ def test_bad_config_and_run_input():
         bench.run({"square": []}, device="cpu")
 
 
+def test_report_queries_reject_names_outside_the_contract():
+    doc = next(iter(report.references().values()))
+    assert report.rows(doc, "matmul", dtype="float16")          # the contract's name matches
+    for call in (lambda: report.rows(doc, "matmull"), lambda: report.rows(doc, "matmul", dtype="fp16"),
+                 lambda: report.best_rate(doc, "fp16"), lambda: report.speedups(doc, "half"),
+                 lambda: report.throughput_ratio(doc, "bf16")):
+        with pytest.raises(ValueError, match="float16|matmul"):
+            call()
+    with pytest.raises(TypeError):
+        report.rows(doc, "matmul", group=1)
+
+
 # --- the training step ------------------------------------------------------------------------------
 
 def test_train_step_row_and_memory():

@@ -71,7 +71,18 @@ def validate(doc) -> dict:
 
 
 def rows(doc: dict, kind: str = "matmul", *, dtype: str | None = None, group: str | None = None) -> list[dict]:
-    """The results of ``kind`` (optionally one ``dtype`` / sweep ``group``), in run order."""
+    """The results of ``kind`` (optionally one ``dtype`` / sweep ``group``), in run order.
+
+    ``kind`` and ``dtype`` are checked against the contract's names, so that a slip such as
+    ``dtype="fp16"`` raises instead of quietly matching nothing ("not measured").
+    """
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {', '.join(KINDS)}; got {kind!r}")
+    if dtype is not None and dtype not in DTYPE_NAMES:
+        raise ValueError(f"dtype must be None or one of {', '.join(DTYPE_NAMES)} (the names the bench "
+                         f"records, e.g. 'float16' for fp16); got {dtype!r}")
+    if group is not None and not isinstance(group, str):
+        raise TypeError(f"group must be None or a sweep name such as 'square', got {type(group).__name__}")
     return [r for r in doc["results"] if r["kind"] == kind and (dtype is None or r["dtype"] == dtype)
             and (group is None or r.get("group") == group)]
 
