@@ -44,7 +44,7 @@ def args_ok(op, args, kwargs, *, policy, device_type, dtype):
 
 
 def make_args(*, eligible=eligible_ok, inplace=False, promote="widest", explicit=True, out=True,
-              lists=True, ban="cuda", foreign=True):
+              lists=True, ban="cuda", foreign=True, none_chooses=False):
     """A hand-written autocast_args with one mistake switched in."""
     def cast_to(obj, to, device_type):
         if isinstance(obj, torch.Tensor):
@@ -69,7 +69,8 @@ def make_args(*, eligible=eligible_ok, inplace=False, promote="widest", explicit
         elif kind == "fp32":
             to = FP32
         elif kind == "fp32_dtype":
-            chose = kwargs.get("dtype") is not None or any(isinstance(a, torch.dtype) for a in args)
+            chose = (("dtype" in kwargs) if none_chooses else kwargs.get("dtype") is not None) \
+                or any(isinstance(a, torch.dtype) for a in args)
             if (explicit and chose) or not eligible(args[0], device_type):
                 return args, kwargs
             return args, {**kwargs, "dtype": FP32}
@@ -101,6 +102,7 @@ def test_reference_args_passes(capsys):
     (make_args(inplace=True), "in place", "in-place ops"),
     (make_args(promote="low"), "fp32", "widest"),
     (make_args(explicit=False), "dtype= keyword", "caller chose a dtype"),
+    (make_args(none_chooses=True), "dtype=None", "dtype=None is no choice"),
     (make_args(out=False), "out=", "out= calls"),
     (make_args(lists=False), "linalg_multi_dot", "inside lists"),
     (make_args(ban="none"), "binary_cross_entropy", "banned"),

@@ -4,8 +4,8 @@ The reference is :mod:`amp_edu.autocast` (proven equal to torch's autocast on to
 lists). The cases are ops the lesson did not show — ``addbmm``, ``cosh``, ``cumprod``,
 ``scatter_add``, ``index_copy``, ``huber_loss``, ... — with the arguments a nearly-right answer
 gets wrong: float64 and integer tensors, tensors inside a list, a tensor on another device, an
-explicit ``dtype=`` (keyword and positional), promotion with and without an fp32 input, in-place
-ops and ``out=``, the banned op, and for the cache non-leaf, view, no-grad and fp16 tensors,
+explicit ``dtype=`` (keyword and positional) and ``dtype=None``, promotion with and without an
+fp32 input, in-place ops and ``out=``, the banned op, and for the cache non-leaf, view, no-grad and fp16 tensors,
 a ``no_grad`` first call, two target dtypes and ``inference_mode``.
 """
 
@@ -103,6 +103,7 @@ def _cases():
         ("cumprod of fp16", "cuda", FP16, "cumprod", torch.cumprod, (h, 0), {}),
         ("cumprod with dtype= keyword", "cuda", FP16, "cumprod", torch.cumprod, (h, 0), {"dtype": FP16}),
         ("Tensor.cumprod with a positional dtype", "cuda", FP16, "cumprod", torch.Tensor.cumprod, (h, 0, FP16), {}),
+        ("cumprod with dtype=None (no dtype chosen)", "cuda", FP16, "cumprod", torch.cumprod, (h, 0), {"dtype": None}),
         ("logsumexp of fp16", "cuda", FP16, "logsumexp", torch.logsumexp, (h.view(2, 3), 1), {}),
         ("prod of a float64 tensor", "cuda", FP16, "prod", torch.prod, (_r(4, dtype=FP64),), {}),
         ("prod of bf16, CPU policy (fp32, not fp32_dtype)", "cpu", BF16, "prod", torch.prod, (b,), {"dtype": BF16}),
@@ -197,8 +198,8 @@ def _hint(kind, args, kwargs, mine) -> str:
                     return _why_not_eligible(a)
     if kind == "fp32_dtype":
         return ("fp32_dtype ops keep their inputs and get dtype=torch.float32 added — unless the caller "
-                "chose a dtype (keyword, or a torch.dtype passed positionally), or the first argument is "
-                "not eligible")
+                "chose a dtype (keyword, or a torch.dtype passed positionally; dtype=None is no choice), or the "
+                "first argument is not eligible")
     if kind == "promote":
         return ("promote casts every eligible input (look inside lists and tuples) to the widest eligible "
                 "dtype present: float32 if any input is fp32, else the region's dtype; another "
