@@ -112,6 +112,8 @@ class _ValueControls:
     """A text box for x and a log2 slider for |x|, kept in step (the slider keeps x's sign)."""
 
     def __init__(self, x: float):
+        if isinstance(x, bool) or not isinstance(x, (int, float)):
+            raise TypeError(f"x must be a real number (a Python float or int), got {type(x).__name__}")
         x = float(x)
         self.text = W.FloatText(value=x, description="x")
         mag = min(max(abs(x) if x else 1.0, 2.0 ** _SLIDER_MIN), 2.0 ** _SLIDER_MAX)
@@ -169,7 +171,13 @@ class NumberLine:
     def __init__(self, x: float = 1.0, fmt: str = "fp16", count: int = 8):
         self.controls = _ValueControls(x)
         self.text, self.slider = self.controls.text, self.controls.slider
-        self.format = W.Dropdown(options=LINE_FORMATS, value=get_format(fmt).name, description="format")
+        if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= 32:
+            raise ValueError(f"count must be an int from 1 to 32 (values on each side), got {count!r}")
+        name = get_format(fmt).name
+        if name not in LINE_FORMATS:
+            raise ValueError(f"the number line shows formats of at most 16 bits: one of {', '.join(LINE_FORMATS)}, "
+                             f"got {name!r}")
+        self.format = W.Dropdown(options=LINE_FORMATS, value=name, description="format")
         self.count = W.IntSlider(value=count, min=1, max=32, description="values/side")
         self.caption = W.HTML()
         self.plot = W.Output()
