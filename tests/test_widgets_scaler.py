@@ -66,6 +66,12 @@ def test_bad_input(kw):
         simulate_scale(**{"steps": 10, **kw})
 
 
+@pytest.mark.parametrize("kw", [dict(backoff_factor="0.5"), dict(overflow_rate=None), dict(init_scale=True)])
+def test_non_numbers_are_a_type_error_naming_the_argument(kw):
+    with pytest.raises(TypeError, match=f"{next(iter(kw))} must be a number"):
+        simulate_scale(10, **kw)
+
+
 def test_explorer_reacts_to_its_controls():
     w = scale_explorer(steps=600, growth_interval=50)
     assert ", 0 because the step made inf/NaN" in w.text.value and len(w.plot.outputs) == 1

@@ -41,6 +41,11 @@ def simulate_scale(steps: int = 3000, *, growth_interval: int = 2000, backoff_fa
         raise ValueError(f"steps must be a positive int, got {steps!r}")
     if isinstance(growth_interval, bool) or not isinstance(growth_interval, int) or growth_interval < 1:
         raise ValueError(f"growth_interval must be a positive int, got {growth_interval!r}")
+    for name, value in (("backoff_factor", backoff_factor), ("growth_factor", growth_factor),
+                        ("init_scale", init_scale), ("overflow_rate", overflow_rate),
+                        ("largest_grad", largest_grad), ("grad_noise", grad_noise)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise TypeError(f"{name} must be a number (int or float), got {value!r}")
     if not 0.0 < backoff_factor < 1.0:
         raise ValueError(f"backoff_factor must be in (0, 1), got {backoff_factor!r}")
     if not growth_factor > 1.0:
