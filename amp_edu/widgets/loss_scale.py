@@ -72,6 +72,12 @@ class LossScaleExplorer:
             self.values = flat_values(source)
         if kind not in ("activations", "weights"):
             raise ValueError(f"kind must be 'activations' or 'weights', got {kind!r}")
+        for what, v in (("max_log2", max_log2), ("log2_scale", log2_scale)):
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise TypeError(f"{what} must be an int, got {type(v).__name__}")
+        if not 0 <= log2_scale <= max_log2:
+            raise ValueError(f"log2_scale must be an int from 0 to max_log2 = {max_log2} (the slider's range), "
+                             f"got {log2_scale}")
         self.log2_scale = W.IntSlider(value=log2_scale, min=0, max=max_log2, step=1,
                                       description="log2 S", continuous_update=False,
                                       layout=W.Layout(width="420px"))
