@@ -286,6 +286,10 @@ def preflight(model: nn.Module | None = None, optimizer: torch.optim.Optimizer |
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     if optimizer is not None and not isinstance(optimizer, torch.optim.Optimizer):
         raise TypeError(f"optimizer must be a torch.optim.Optimizer, got {type(optimizer).__name__}")
+    if dtype not in (torch.float16, torch.bfloat16):
+        raise ValueError(f"dtype must be torch.float16 or torch.bfloat16 (the low precision to check for), got {dtype!r}")
+    if not isinstance(scaler, bool):
+        raise TypeError(f"scaler must be True or False (will a GradScaler be used?), got {type(scaler).__name__}")
     name = str(dtype).replace("torch.", "")
     found: list[str] = []
 

@@ -262,6 +262,8 @@ def training_state_bytes(model: nn.Module, *, optimizer_states: int = 2) -> dict
 def peak_cuda_bytes(fn: Callable[[], object], device=None) -> int | None:
     """Peak bytes allocated on the GPU while ``fn()`` ran, ``torch.cuda.max_memory_allocated``
     after a reset — everything live at that moment, parameters included (``None`` without a GPU)."""
+    if not callable(fn):
+        raise TypeError(f"fn must be a callable that runs the step to measure, got {type(fn).__name__}")
     if not torch.cuda.is_available():
         return None
     dev = torch.device(device) if device is not None else torch.device("cuda")

@@ -34,6 +34,9 @@ def _has_state(obj, what: str):
 
 
 def _check_generators(generators) -> dict:
+    if generators is not None and not isinstance(generators, dict):
+        raise TypeError("generators must be a dict {name: torch.Generator} (e.g. {'batches': gen}), "
+                        f"got {type(generators).__name__}")
     generators = dict(generators or {})
     for name, g in generators.items():
         if not isinstance(g, torch.Generator):
@@ -54,6 +57,8 @@ def checkpoint(model, optimizer, scaler=None, scheduler=None, *, step: int | Non
         raise TypeError(f"optimizer must be a torch.optim.Optimizer, got {type(optimizer).__name__}")
     _has_state(scaler, "scaler")
     _has_state(scheduler, "scheduler")
+    if step is not None and (isinstance(step, bool) or not isinstance(step, int) or step < 0):
+        raise ValueError(f"step must be None or an int >= 0 (the optimizer steps taken), got {step!r}")
     generators = _check_generators(generators)
     state = {
         "step": step,

@@ -231,3 +231,11 @@ def test_plot_module_calls_marks_the_first_nonfinite():
 def test_bad_input_names_what_is_accepted(call, exc, words):
     with pytest.raises(exc, match=words):
         call()
+
+
+def test_preflight_rejects_a_dtype_or_scaler_flag_it_cannot_judge():
+    m = nn.Linear(2, 2)
+    with pytest.raises(ValueError, match="float16 or torch.bfloat16"):
+        debug.preflight(m, dtype=torch.int8)
+    with pytest.raises(TypeError, match="True or False"):
+        debug.preflight(m, scaler="yes")

@@ -105,6 +105,7 @@ def test_peak_cuda_bytes_is_none_without_a_gpu():
     (lambda: memory.fit_line([1, 2], [float("nan"), 3]), ValueError),
     (lambda: memory.fit_line("ab", [1, 2]), ValueError),
     (lambda: memory.training_state_bytes(nn.Linear(2, 2), optimizer_states=-1), ValueError),
+    (lambda: memory.peak_cuda_bytes(5), TypeError),
 ])
 def test_bad_input(call, exc):
     with pytest.raises(exc):

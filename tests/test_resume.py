@@ -130,3 +130,14 @@ def test_restore_refuses_mismatched_pieces():
         recipe.checkpoint(model, "adam")
     with pytest.raises(TypeError):
         recipe.checkpoint(model, opt, generators={"data": 3})
+
+
+def test_checkpoint_rejects_bad_step_and_generators():
+    m = nn.Linear(2, 2)
+    o = torch.optim.SGD(m.parameters(), lr=0.1)
+    with pytest.raises(ValueError, match="step"):
+        recipe.checkpoint(m, o, step=-1)
+    with pytest.raises(ValueError, match="step"):
+        recipe.checkpoint(m, o, step="5")
+    with pytest.raises(TypeError, match="dict"):
+        recipe.checkpoint(m, o, generators=[torch.Generator()])
