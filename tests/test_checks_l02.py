@@ -97,6 +97,7 @@ def test_reference_lost_updates_passes(capsys):
     (lambda w, u: ((w - u.half()) == w) & (u != 0), "round the update to fp16 first"),
     (lambda w, u: ((w.float() - u).half() != w) & (u != 0), "lost means"),
     (lambda w, u: ((w.float() - u).half() == w).float(), "bool tensor"),
+    (lambda w, u: ((w.float() + u).half() == w) & (u != 0), "subtracted"),
 ])
 def test_wrong_lost_updates_fail(wrong, hint):
     with pytest.raises(CheckFailed) as e:

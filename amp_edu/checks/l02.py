@@ -154,6 +154,8 @@ def check_lost_updates(fn) -> str:
             rule = abs(ub) < 2.0 ** -11 * abs(wb)
             if ub == 0:
                 h = "an update of exactly 0 changes nothing, but nothing was lost either: require update != 0"
+            elif same(got, ((w.float() + u.float()).half() == w) & (u != 0)):
+                h = "the update is subtracted, as an optimizer does: new weight = float32(w) - update, not w + update"
             elif bool(got[bad]) == bool(((w.float() - u.half().float()).half() == w)[bad] & (u[bad] != 0)):
                 h = "don't round the update to fp16 first: compute float32(w) - update, then round once"
             elif bool(got[bad]) == rule:
