@@ -385,3 +385,17 @@ def test_train_step_row_and_memory():
         recipe_dtype("fp16_pure")
     with pytest.raises(ValueError, match="batch"):
         run_train_step("fp32", batch=0, in_features=4, width=4, depth=1)
+
+
+def test_group_bars_are_labelled_even_when_a_dtype_misses_the_first_shape():
+    import matplotlib
+    matplotlib.use("Agg")
+    from amp_edu.bench import plots
+
+    doc = next(iter(report.references().values()))
+    first = min(tuple(r["shape"]) for r in report.rows(doc, "matmul") if "align" in r.get("groups", []))
+    doc = {**doc, "results": [r for r in doc["results"]
+                              if not (r["dtype"] == "float16" and tuple(r["shape"]) == first)]}
+    ax = plots.plot_groups(doc, "align")
+    assert "shape" in ax.get_xlabel() and "TFLOP/s" in ax.get_ylabel()
+    assert "fp16" in [t.get_text() for t in ax.get_legend().get_texts()]

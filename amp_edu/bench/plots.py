@@ -125,12 +125,15 @@ def plot_groups(doc: dict, group: str, ax=None, *, title: str | None = None):
     dts = [dt for dt in report.DTYPE_NAMES if any(r["dtype"] == dt for r in rs)]
     w = 0.8 / max(len(dts), 1)
     for j, dt in enumerate(dts):
+        labelled = False
         for i, s in enumerate(shapes):
             v = next((r["tflops"] for r in rs if r["dtype"] == dt and tuple(r["shape"]) == s), None)
             if v is not None:
-                ax.bar(i + j * w, v, width=w, color=color_for(dt), label=_label(dt) if i == 0 else None)
+                ax.bar(i + j * w, v, width=w, color=color_for(dt), label=None if labelled else _label(dt))
+                labelled = True
     ax.set_xticks([i + w * (len(dts) - 1) / 2 for i in range(len(shapes))], [report.shape_label(s) for s in shapes],
                   fontsize=8)
+    ax.set_xlabel("matmul shape m×k×n (n³: an n×n by n×n product)")
     ax.set_ylabel("achieved TFLOP/s")
     ax.set_title(title or report.describe(doc), fontsize=9)
     ax.legend(fontsize=8)
