@@ -11,7 +11,10 @@ its cases, compares against a reference, and either prints ``PASS <name>: ...`` 
       hint:     subnormals have no implicit leading 1 ...
 
 Use :func:`check_cases` for the common "call the learner's function on each case" shape, and
-:func:`fail` / :func:`passed` to write anything else.
+:func:`fail` / :func:`passed` to write anything else. Every grader calls the learner's code through
+:func:`call_learner`, so an unfinished exercise (the ``raise NotImplementedError()`` that
+``make exercises`` leaves under ``# YOUR CODE HERE``) always reads "not done yet", and a crash
+always names the exception, the input and what was expected.
 """
 
 from __future__ import annotations
@@ -21,7 +24,11 @@ from typing import Any, Callable, Iterable
 
 import torch
 
-__all__ = ["CheckFailed", "fail", "passed", "same", "check_cases", "require_callable"]
+__all__ = ["CheckFailed", "fail", "passed", "same", "check_cases", "require_callable", "call_learner",
+           "NOT_DONE_HINT"]
+
+NOT_DONE_HINT = ("this exercise is not done yet: replace `raise NotImplementedError()` under "
+                 "`# YOUR CODE HERE` with your code")
 
 
 class CheckFailed(AssertionError):
@@ -92,6 +99,43 @@ def require_callable(name: str, fn: Any) -> None:
                    hint="pass the function itself, e.g. check(my_fn), not my_fn(...)")
 
 
+def call_learner(
+    name: str,
+    fn: Callable,
+    args: tuple = (),
+    kwargs: dict | None = None,
+    *,
+    input: Any = None,
+    expected: Any = "an answer",
+    hint: str | Callable[[BaseException], str] = "your function raised on this input",
+    returns: tuple[type[BaseException], ...] = (),
+) -> Any:
+    """Call the learner's ``fn(*args, **kwargs)`` and return its result; turn a crash into a failure.
+
+    * ``NotImplementedError`` (the unfinished exercise) fails with :data:`NOT_DONE_HINT`;
+    * an exception type listed in ``returns`` is *returned*, not raised — for exercises whose right
+      answer on some input is an error (``NotImplementedError`` is never returned, even though it
+      is a ``RuntimeError``);
+    * any other exception fails naming it, with ``hint`` (a string, or ``hint(exc) -> str``).
+
+    ``input`` and ``expected`` are what the failure message shows.
+
+    >>> call_learner("double", lambda x: 2 * x, (21,))
+    42
+    """
+    try:
+        return fn(*args, **(kwargs or {}))
+    except NotImplementedError:
+        raise fail(name, input=input, expected=expected, got="NotImplementedError",
+                   hint=NOT_DONE_HINT) from None
+    except returns as exc:
+        return exc
+    except Exception as exc:  # noqa: BLE001 - any crash is a wrong answer, reported in full
+        h = hint(exc) if callable(hint) else hint
+        raise fail(name, input=input, expected=expected, got=f"{type(exc).__name__}: {exc}",
+                   hint=h) from exc
+
+
 def check_cases(
     name: str,
     fn: Callable,
@@ -114,15 +158,7 @@ def check_cases(
         case = case if isinstance(case, tuple) else (case,)
         shown = case[0] if len(case) == 1 else case
         expected = reference(*case)
-        try:
-            got = fn(*case)
-        except NotImplementedError:
-            raise fail(name, input=shown, expected=expected, got="NotImplementedError",
-                       hint="this exercise is not done yet: replace `raise NotImplementedError()` "
-                            "under `# YOUR CODE HERE` with your code") from None
-        except Exception as exc:  # noqa: BLE001 - any crash is a wrong answer, reported in full
-            raise fail(name, input=shown, expected=expected, got=f"{type(exc).__name__}: {exc}",
-                       hint="your function raised on this input") from exc
+        got = call_learner(name, fn, case, input=shown, expected=expected)
         ok = compare(got, expected) if compare else same(got, expected, rtol=rtol, atol=atol)
         if not ok:
             h = hint(case, expected, got) if callable(hint) else hint

@@ -16,7 +16,7 @@ import math
 import torch
 
 from ..gradients import fp16_fractions
-from .core import check_cases, fail, passed, require_callable, same
+from .core import call_learner, check_cases, fail, passed, require_callable, same
 
 __all__ = ["check_underflow_fraction", "check_lost_updates", "reference_underflow_fraction",
            "reference_lost_updates"]
@@ -136,15 +136,7 @@ def check_lost_updates(fn) -> str:
     n = 0
     for w, u in _cases_lost():
         expected = reference_lost_updates(w, u)
-        try:
-            got = fn(w.clone(), u.clone())
-        except NotImplementedError:
-            raise fail(name, input=(w, u), expected=expected, got="NotImplementedError",
-                       hint="this exercise is not done yet: replace `raise NotImplementedError()` "
-                            "under `# YOUR CODE HERE` with your code") from None
-        except Exception as exc:  # noqa: BLE001
-            raise fail(name, input=(w, u), expected=expected, got=f"{type(exc).__name__}: {exc}",
-                       hint="your function raised on this input") from exc
+        got = call_learner(name, fn, (w.clone(), u.clone()), input=(w, u), expected=expected)
         if not isinstance(got, torch.Tensor) or got.dtype != torch.bool or got.shape != w.shape:
             raise fail(name, input=(w, u), expected=expected, got=got,
                        hint="return a bool tensor of the weight's shape (True where the update is lost)")

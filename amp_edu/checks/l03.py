@@ -17,7 +17,7 @@ import torch
 import torch.nn as nn
 
 from ..gradients import max_safe_scale
-from .core import check_cases, fail, passed, require_callable, same
+from .core import call_learner, check_cases, fail, passed, require_callable, same
 
 __all__ = ["check_choose_scale", "check_scaled_step", "reference_choose_scale", "reference_scaled_step"]
 
@@ -148,15 +148,8 @@ def check_scaled_step(fn) -> str:
         for j, (kind, scale) in enumerate(seq):
             x, y = _batch(kind, 100 * i + j)
             want = reference_scaled_step(ref, opt_ref, _loss_fn, x, y, scale)
-            try:
-                got = fn(mine, opt_mine, _loss_fn, x.clone(), y.clone(), scale)
-            except NotImplementedError:
-                raise fail(name, input=desc, expected=want, got="NotImplementedError",
-                           hint="this exercise is not done yet: replace `raise NotImplementedError()` "
-                                "under `# YOUR CODE HERE` with your code") from None
-            except Exception as exc:  # noqa: BLE001
-                raise fail(name, input=desc, expected=f"returns {want}", got=f"{type(exc).__name__}: {exc}",
-                           hint="your step raised on this input") from exc
+            got = call_learner(name, fn, (mine, opt_mine, _loss_fn, x.clone(), y.clone(), scale),
+                               input=desc, expected=f"returns {want}", hint="your step raised on this input")
             where = f"{desc} — call {j + 1} ({kind} batch)"
             if got is not want:
                 hint = ("check EVERY gradient with torch.isfinite (inf and NaN), after backward from loss * scale; "

@@ -21,7 +21,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from .. import scaler as _ref
-from .core import fail, passed, require_callable
+from .core import call_learner, fail, passed, require_callable
 
 __all__ = ["check_unscale", "check_update"]
 
@@ -112,16 +112,8 @@ def check_unscale(unscale_and_check_) -> None:
         expected = _reference_unscale(ours, scale.clone())
         shown = f"{label}: grads={_show(grads)}, scale={scale_value!r}"
         spy = _Divisions()
-        try:
-            with spy:
-                got = unscale_and_check_(theirs, scale)
-        except NotImplementedError:
-            raise fail(name, input=shown, expected=expected, got="NotImplementedError",
-                       hint="this exercise is not done yet: replace `raise NotImplementedError()` "
-                            "under `# YOUR CODE HERE` with your code") from None
-        except Exception as exc:  # noqa: BLE001 - any crash is a wrong answer
-            raise fail(name, input=shown, expected=expected, got=f"{type(exc).__name__}: {exc}",
-                       hint="your function raised on this input") from exc
+        with spy:
+            got = call_learner(name, unscale_and_check_, (theirs, scale), input=shown, expected=expected)
         if not (isinstance(got, torch.Tensor) and got.dtype == torch.float32 and got.dim() == 0):
             raise fail(name, input=shown, expected=expected, got=got,
                        hint="return found_inf as a 0-dim float32 tensor, 1.0 or 0.0 "
@@ -214,6 +206,13 @@ def _update_hint(case, got_scale, got_tracker, exp_scale, exp_tracker) -> str:
     return "grow as float32(scale * growth_factor), the product taken in float64"
 
 
+def _update_crash_hint(exc: BaseException) -> str:
+    if "overflow" in str(exc):
+        return ("round to float32 before writing into the float32 tensor, and keep the old scale "
+                "if the grown one is inf (2^128 does not fit in float32)")
+    return "your function raised on this input"
+
+
 def check_update(update_scale_) -> None:
     """Grade ``update_scale_(scale, growth_tracker, found_inf, growth_factor, backoff_factor,
     growth_interval)``, which updates the 0-dim tensors ``scale`` (float32) and ``growth_tracker``
@@ -231,18 +230,8 @@ def check_update(update_scale_) -> None:
         shown = (f"{label}: scale={scale!r}, growth_tracker={tracker}, found_inf={found!r}, "
                  f"growth_factor={gf}, backoff_factor={bf}, growth_interval={gi}")
         expected = f"scale={exp_s.item()!r}, growth_tracker={exp_t.item()}"
-        try:
-            update_scale_(got_s, got_t, torch.tensor(found), gf, bf, gi)
-        except NotImplementedError:
-            raise fail(name, input=shown, expected=expected, got="NotImplementedError",
-                       hint="this exercise is not done yet: replace `raise NotImplementedError()` "
-                            "under `# YOUR CODE HERE` with your code") from None
-        except Exception as exc:  # noqa: BLE001
-            hint = "your function raised on this input"
-            if "overflow" in str(exc):
-                hint = ("round to float32 before writing into the float32 tensor, and keep the old scale "
-                        "if the grown one is inf (2^128 does not fit in float32)")
-            raise fail(name, input=shown, expected=expected, got=f"{type(exc).__name__}: {exc}", hint=hint) from exc
+        call_learner(name, update_scale_, (got_s, got_t, torch.tensor(found), gf, bf, gi),
+                     input=shown, expected=expected, hint=_update_crash_hint)
         if got_s.dtype != torch.float32 or got_t.dtype != torch.int32 or got_s.dim() or got_t.dim():
             raise fail(name, input=shown, expected=expected, got=f"scale {got_s!r}, tracker {got_t!r}",
                        hint="update the tensors you were given in place (fill_ / copy_), keeping their dtypes")

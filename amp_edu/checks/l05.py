@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 
 from ..autocast.policy import decide, is_eligible, kind_of
-from .core import fail, passed, require_callable, same
+from .core import call_learner, fail, passed, require_callable, same
 
 __all__ = ["check_is_eligible", "check_autocast_args", "check_cached_cast"]
 
@@ -25,18 +25,6 @@ def _describe(t) -> str:
     if isinstance(t, torch.Tensor):
         return f"tensor(shape={tuple(t.shape)}, dtype={t.dtype}, device={t.device.type})"
     return repr(t)
-
-
-def _learner_call(name, fn, shown, *args, **kwargs):
-    try:
-        return fn(*args, **kwargs)
-    except NotImplementedError:
-        raise fail(name, input=shown, expected="an answer", got="NotImplementedError",
-                   hint="this exercise is not done yet: replace `raise NotImplementedError()` "
-                        "under `# YOUR CODE HERE` with your code") from None
-    except Exception as exc:  # noqa: BLE001 - any crash is a wrong answer, reported in full
-        raise fail(name, input=shown, expected="an answer", got=f"{type(exc).__name__}: {exc}",
-                   hint="your function raised on this input") from exc
 
 
 # --- part A ---------------------------------------------------------------------------------
@@ -58,7 +46,7 @@ def check_is_eligible(fn) -> None:
     for t, dev in _eligibility_cases():
         shown = f"is_eligible({_describe(t)}, {dev!r})"
         want = is_eligible(t, dev)
-        got = _learner_call(name, fn, shown, t, dev)
+        got = call_learner(name, fn, (t, dev), input=shown, expected=want)
         if got is not want and got != want:
             hint = ("eligible means: a tensor, floating point (t.is_floating_point()), not float64, "
                     "and on the autocast device (t.device.type == device_type)")
@@ -223,15 +211,10 @@ def check_autocast_args(fn) -> None:
             want = _run(call, *ref)
         except RuntimeError as exc:
             want = exc
-        try:
-            mine = fn(op, args, dict(kwargs), policy=pol, device_type="cpu", dtype=low)
-        except NotImplementedError:          # (a RuntimeError subclass: test it first)
-            mine = _learner_call(name, fn, shown, op, args, kwargs, policy=pol, device_type="cpu", dtype=low)
-        except RuntimeError as exc:          # the banned op's answer is an error
-            mine = exc
-        except Exception as exc:  # noqa: BLE001 - any other crash is a wrong answer
-            raise fail(name, input=shown, expected=_shown(want), got=f"{type(exc).__name__}: {exc}",
-                       hint="your function raised on this input") from exc
+        # the banned op's right answer is a RuntimeError: returned, then compared with torch's
+        mine = call_learner(name, fn, (op, args, dict(kwargs)),
+                            dict(policy=pol, device_type="cpu", dtype=low),
+                            input=shown, expected=_shown(want), returns=(RuntimeError,))
         answer = mine
         if not isinstance(mine, Exception):
             if not (isinstance(mine, tuple) and len(mine) == 2 and isinstance(mine[1], dict)):
@@ -257,7 +240,7 @@ def check_cached_cast(fn) -> None:
     require_callable(name, fn)
 
     def call(cache, t, to, lower, shown):
-        out = _learner_call(name, fn, shown, cache, t, to, lower)
+        out = call_learner(name, fn, (cache, t, to, lower), input=shown, expected=f"t.to({to})")
         if not isinstance(out, torch.Tensor) or out.dtype != to or not torch.equal(out, t.to(to)):
             raise _cache_fail(shown, f"t.to({to})", _describe(out), "always return the cast tensor (cached or new)")
         return out

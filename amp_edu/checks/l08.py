@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..study import num_threads
-from .core import fail, passed, require_callable
+from .core import call_learner, fail, passed, require_callable
 
 __all__ = ["reference_train_amp", "situations", "check_train_amp"]
 
@@ -146,19 +146,12 @@ def _check_train_amp(fn) -> str:
         reference_train_amp(m_ref, o_ref, s_ref, batches, device_type="cpu", dtype=torch.float16, **kw)
         expected = _state(m_ref, s_ref)
         model, opt, scaler = _setup(**setup)
-        try:
-            fn(model, opt, scaler, [(x.clone(), y.clone()) for x, y in batches],
-               device_type="cpu", dtype=torch.float16, **kw)
-        except NotImplementedError:
-            raise fail(name, input=f"situation {label!r}: {desc}", expected=_show(expected, "0.weight"),
-                       got="NotImplementedError",
-                       hint="this exercise is not done yet: replace `raise NotImplementedError()` "
-                            "under `# YOUR CODE HERE` with your code") from None
-        except Exception as exc:  # noqa: BLE001 - a crash is a wrong answer; say which rule it breaks
-            msg = f"{type(exc).__name__}: {exc}"
-            hint = next((h for k, h in _ERRORS.items() if k in str(exc)), _HINTS[label])
-            raise fail(name, input=f"situation {label!r}: {desc}", expected=_show(expected, "0.weight"),
-                       got=msg, hint=hint) from exc
+        # a crash is a wrong answer; the hint says which rule the error message points at
+        call_learner(name, fn, (model, opt, scaler, [(x.clone(), y.clone()) for x, y in batches]),
+                     dict(device_type="cpu", dtype=torch.float16, **kw),
+                     input=f"situation {label!r}: {desc}", expected=_show(expected, "0.weight"),
+                     hint=lambda exc, label=label: next((h for k, h in _ERRORS.items() if k in str(exc)),
+                                                        _HINTS[label]))
         got = _state(model, scaler)
         diff = _first_difference(expected, got)
         if diff is not None:

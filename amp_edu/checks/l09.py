@@ -22,7 +22,7 @@ import torch
 from torch import nn
 
 from .. import debug
-from .core import fail, passed, require_callable
+from .core import call_learner, fail, passed, require_callable
 
 __all__ = ["check_first_nonfinite", "cases"]
 
@@ -239,15 +239,8 @@ def check_first_nonfinite(fn) -> str:
     for label, desc, model, x in cases():
         ref = debug.first_nonfinite(model, x)
         expected = ref.name if ref is not None else None
-        try:
-            got = fn(model, x)
-        except NotImplementedError:
-            raise fail(name, input=f"case {label!r}: {desc}", expected=expected, got="NotImplementedError",
-                       hint="this exercise is not done yet: replace `raise NotImplementedError()` "
-                            "under `# YOUR CODE HERE` with your code") from None
-        except Exception as exc:  # noqa: BLE001 - any crash is a wrong answer
-            raise fail(name, input=f"case {label!r}: {desc}", expected=expected,
-                       got=f"{type(exc).__name__}: {exc}", hint="your function raised on this model") from exc
+        got = call_learner(name, fn, (model, x), input=f"case {label!r}: {desc}", expected=expected,
+                           hint="your function raised on this model")
         if got != expected or type(got) is not type(expected):
             raise fail(name, input=f"case {label!r}: {desc}", expected=expected, got=got,
                        hint=_diagnose(model, x, expected, got) + " " + _HINTS[label])
