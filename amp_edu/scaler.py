@@ -41,12 +41,12 @@ import math
 import struct
 import warnings
 from collections import abc, defaultdict
-from enum import Enum
 from importlib.util import find_spec
 from typing import Any
 
 import numpy as np
 import torch
+from torch.amp import grad_scaler as _torch_grad_scaler
 
 __all__ = ["GradScaler", "OptState", "inverse_scale", "non_finite_check_and_unscale_", "update_rule", "update_scale_"]
 
@@ -106,11 +106,55 @@ def _reads_are_free(device: torch.device) -> bool:
     return device.type == "cpu"
 
 
+# The dtypes torch's kernel is written for (AT_DISPATCH_FLOATING_TYPES_AND2(Half, BFloat16)).
+_UNSCALABLE = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
+
+
+def _check_one_element_float(tensor: torch.Tensor, name: str, kind: str, device_type: str) -> None:
+    """torch's kernels take their scalars as 1-element float32 tensors of any shape (``()`` or
+    ``(1,)``) on the gradients' device, and say so in these words."""
+    if tensor.device.type != device_type:
+        raise RuntimeError(f"{name} must be a {device_type.upper()} tensor.")
+    if tensor.numel() != 1:
+        raise RuntimeError(f"{name} must be a 1-element tensor.")
+    if tensor.dtype != kind:
+        raise RuntimeError(f"{name} must be a{'n int' if kind == torch.int32 else ' float'} tensor.")
+
+
+def _first_bad_grad(grads: list[torch.Tensor], device_type: str) -> tuple[int, Exception | None]:
+    """Index and error of the first gradient torch's kernel would refuse (it walks the list in
+    order, so the gradients before it are already unscaled when it raises), or ``(len, None)``."""
+    for i, g in enumerate(grads):
+        if g.device.type != device_type:
+            return i, RuntimeError(f"one of scaled_grads was not a {device_type.upper()} tensor.")
+        if g.layout != torch.strided:
+            return i, RuntimeError("one of scaled_grads was not a strided tensor.")
+        if g.dtype not in _UNSCALABLE:
+            label = str(g.dtype).removeprefix("torch.")
+            name = {"float64": "Double", "float32": "Float", "int64": "Long", "int32": "Int", "int16": "Short",
+                    "int8": "Char", "uint8": "Byte", "bool": "Bool", "complex64": "ComplexFloat",
+                    "complex128": "ComplexDouble", "complex32": "ComplexHalf"}.get(label, label)
+            return i, NotImplementedError(
+                f'"_amp_foreach_non_finite_check_and_unscale_{device_type}" not implemented for \'{name}\'')
+    return len(grads), None
+
+
 def _check_and_unscale_(by_shape: dict, found_inf: torch.Tensor, inv_scale: torch.Tensor) -> None:
-    """:func:`non_finite_check_and_unscale_` for gradients already grouped by shape."""
+    """:func:`non_finite_check_and_unscale_` for gradients already grouped by shape and dtype."""
     grads = [g for same_shape in by_shape.values() for g in same_shape]
     if not grads:
         return
+    device_type = grads[0].device.type
+    for tensor, name in ((inv_scale, "inv_scale"), (found_inf, "found_inf")):
+        _check_one_element_float(tensor, name, torch.float32, device_type)
+    inv_scale = inv_scale.reshape(())              # a (1,)-shaped inv_scale is accepted, like torch
+    bad_at, error = _first_bad_grad(grads, device_type)
+    if error is not None:
+        good: dict = {}
+        for g in grads[:bad_at]:
+            good.setdefault((g.shape, g.dtype), []).append(g)
+        _check_and_unscale_(good, found_inf, inv_scale)
+        raise error
     if _reads_are_free(grads[0].device):
         if _cpu_has_non_finite(by_shape):
             found_inf.fill_(1.0)
@@ -130,8 +174,9 @@ def non_finite_check_and_unscale_(grads: list[torch.Tensor], found_inf: torch.Te
     element was inf or NaN *before* the multiplication (``found_inf`` is never reset to 0).
 
     The same contract as torch's private ``_amp_foreach_non_finite_check_and_unscale_``: ``grads``
-    share one device and dtype; ``found_inf`` and ``inv_scale`` are float32 one-element tensors on
-    that device. The check looks at the scaled values: with a scale below 1, ``inv_scale > 1`` can
+    are float32/float64/float16/bfloat16 strided tensors on one device (dtypes may mix);
+    ``found_inf`` and ``inv_scale`` are float32 one-element tensors on that device, of shape ``()``
+    or ``(1,)``. Anything else raises torch's error, with its message. The check looks at the scaled values: with a scale below 1, ``inv_scale > 1`` can
     push a large finite gradient to inf, and that is not an overflow of the *scaled* gradient.
     The gradients are multiplied even when a non-finite value is found (the step will be skipped).
 
@@ -141,9 +186,9 @@ def non_finite_check_and_unscale_(grads: list[torch.Tensor], found_inf: torch.Te
     small tensors; so same-shaped small tensors are stacked and summed together, and only a
     non-finite sum (rare: an overflow step) is checked element by element.
     """
-    by_shape: dict[torch.Size, list[torch.Tensor]] = {}
+    by_shape: dict[tuple, list[torch.Tensor]] = {}
     for g in grads:
-        by_shape.setdefault(g.shape, []).append(g)
+        by_shape.setdefault((g.shape, g.dtype), []).append(g)     # stacking needs one dtype
     _check_and_unscale_(by_shape, found_inf, inv_scale)
 
 
@@ -174,15 +219,25 @@ def update_rule(scale: float, growth_tracker: int, found_inf: float, growth_fact
 
 def update_scale_(scale: torch.Tensor, growth_tracker: torch.Tensor, found_inf: torch.Tensor,
                   growth_factor: float, backoff_factor: float, growth_interval: int) -> torch.Tensor:
-    """Apply :func:`update_rule` in place to the 0-dim tensors ``scale`` (float32) and
-    ``growth_tracker`` (int32); returns ``scale``. Torch's ``_amp_update_scale_``, with its
-    argument checks.
+    """Apply :func:`update_rule` in place to the one-element tensors ``scale`` (float32) and
+    ``growth_tracker`` (int32), shape ``()`` or ``(1,)``; returns ``scale``. Torch's
+    ``_amp_update_scale_``, with its argument checks and messages.
 
     On a CPU the tensors are read into Python and written back: reading a CPU tensor is free. On a
     GPU, reading would make the CPU wait for the GPU to finish all queued work (a *sync*), so
     there the same rule is written with ``torch.where`` and runs on the device.
     """
     _check_update_args(growth_factor, backoff_factor, growth_interval)
+    device_type = scale.device.type
+    for tensor, name in ((growth_tracker, "growth_tracker"), (scale, "current_scale"), (found_inf, "found_inf")):
+        if tensor.device.type != device_type:
+            raise RuntimeError(f"{name} must be a {device_type.upper()} tensor.")
+    for tensor, name in ((growth_tracker, "growth_tracker"), (scale, "current_scale"), (found_inf, "found_inf")):
+        if tensor.numel() != 1:
+            raise RuntimeError(f"{name} must be a 1-element tensor.")
+    for tensor, name, kind in ((growth_tracker, "growth_tracker", torch.int32), (scale, "current_scale", torch.float32),
+                               (found_inf, "found_inf", torch.float32)):
+        _check_one_element_float(tensor, name, kind, device_type)
     if all(_reads_are_free(t.device) for t in (scale, growth_tracker, found_inf)):
         new_scale, new_tracker = update_rule(scale.item(), growth_tracker.item(), found_inf.item(),
                                              float(growth_factor), float(backoff_factor), int(growth_interval))
@@ -233,12 +288,13 @@ def _check_update_args(growth_factor, backoff_factor, growth_interval) -> None:
 # The scaler: bookkeeping around the two pieces above.
 # --------------------------------------------------------------------------------------------
 
-class OptState(Enum):
-    """Where one optimizer is in the current iteration (reset to READY by ``update()``)."""
-
-    READY = 0      # nothing done since the last update()
-    UNSCALED = 1   # unscale_() ran: gradients are divided by S, found_inf is recorded
-    STEPPED = 2    # step() ran (or was skipped)
+# Where one optimizer is in the current iteration (reset to READY by ``update()``):
+#   READY    -- nothing done since the last update();
+#   UNSCALED -- unscale_() ran: gradients are divided by S, found_inf is recorded;
+#   STEPPED  -- step() ran (or was skipped).
+# The enum is torch's own (``torch.amp.grad_scaler.OptState``), not a copy: code that inspects
+# ``_per_optimizer_states`` (torch's tests, FSDP's ShardedGradScaler) compares stages by identity.
+OptState = _torch_grad_scaler.OptState
 
 
 def _refresh_per_optimizer_state() -> dict[str, Any]:
@@ -247,7 +303,11 @@ def _refresh_per_optimizer_state() -> dict[str, Any]:
 
 
 class _PerDevice:
-    """One tensor, copied lazily to each device that asks for it (model-parallel gradients)."""
+    """A *copy* of one tensor for each device that asks for it (model-parallel gradients), made
+    lazily. A copy even on the tensor's own device, as torch does: ``l1, l2 = scaler.scale([a, b])``
+    saves the scale for backward, and a later ``load_state_dict`` or ``update(new_scale)`` writes
+    into the scaler's own tensor in place -- a shared tensor would make that backward fail with
+    "modified by an inplace operation"."""
 
     def __init__(self, master: torch.Tensor) -> None:
         self.master = master
@@ -255,8 +315,7 @@ class _PerDevice:
 
     def get(self, device: torch.device) -> torch.Tensor:
         if device not in self.copies:
-            same = device == self.master.device
-            self.copies[device] = self.master if same else self.master.to(device=device, non_blocking=True)
+            self.copies[device] = self.master.to(device=device, non_blocking=True, copy=True)
         return self.copies[device]
 
 
@@ -361,8 +420,9 @@ class GradScaler:
         """Unscale ``optimizer``'s gradients, grouped by device and dtype (one fused pass per group);
         returns ``{device: found_inf}``."""
         inv_scales, found_infs = _PerDevice(inv_scale), _PerDevice(found_inf)
-        # {(device, dtype): {shape: [grads]}}: one fused check-and-unscale per device and dtype
-        groups: dict[tuple, dict[torch.Size, list[torch.Tensor]]] = {}
+        # {device: {dtype: {shape: [grads]}}}: one fused check-and-unscale per device and dtype, in
+        # the order torch visits them (so a refused dtype raises after the same groups are done)
+        groups: dict[torch.device, dict[torch.dtype, dict[torch.Size, list[torch.Tensor]]]] = {}
         with torch.no_grad():
             for group in optimizer.param_groups:
                 for param in group["params"]:
@@ -380,9 +440,11 @@ class GradScaler:
                         if grad.dtype is torch.float16:
                             param.grad = grad = grad.coalesce()
                         grad = grad._values()
-                    groups.setdefault((grad.device, grad.dtype), {}).setdefault(grad.shape, []).append(grad)
-            for (device, _), by_shape in groups.items():
-                _check_and_unscale_(by_shape, found_infs.get(device), inv_scales.get(device))
+                    by_dtype = groups.setdefault(grad.device, {})
+                    by_dtype.setdefault(grad.dtype, {}).setdefault(grad.shape, []).append(grad)
+            for device, by_dtype in groups.items():
+                for by_shape in by_dtype.values():
+                    _check_and_unscale_(by_shape, found_infs.get(device), inv_scales.get(device))
         return found_infs.copies
 
     def unscale_(self, optimizer) -> None:
