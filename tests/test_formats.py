@@ -321,3 +321,158 @@ def test_running_sum_stalls_in_fp16_not_in_fp32():
         formats.running_sum(0.01, 0, acc_dtype=torch.float16)
     with pytest.raises(TypeError):
         formats.running_sum(0.01, 10, acc_dtype=torch.int32)
+
+
+# --- the MX formats: e8m0 (scales) and e2m1 (fp4 elements) ---------------------------------------
+def _all_float32_exponents_sample() -> torch.Tensor:
+    """Every float32 exponent field × mantissas that hit every rounding case (ties, guard, sticky)."""
+    fields = torch.arange(256, dtype=torch.int64)
+    mants = torch.tensor([0, 1, 0x1FFFFF, 0x200000, 0x3FFFFF, 0x400000, 0x400001, 0x5FFFFF, 0x600000,
+                          0x7FFFFE, 0x7FFFFF], dtype=torch.int64)
+    bits = (fields[:, None] << 23 | mants[None, :]).reshape(-1)
+    bits = torch.cat([bits, bits | (1 << 31)])                     # and the negatives
+    g = torch.Generator().manual_seed(0)
+    bits = torch.cat([bits, torch.randint(0, 2 ** 32, (200_000,), generator=g, dtype=torch.int64)])
+    return _int_to_f32(bits)
+
+
+def _int_to_f32(bits: torch.Tensor) -> torch.Tensor:
+    signed = torch.where(bits >= 2 ** 31, bits - 2 ** 32, bits)
+    return signed.to(torch.int32).view(torch.float32)
+
+
+def test_e8m0_is_torchs_float8_e8m0fnu_bit_for_bit():
+    x = _all_float32_exponents_sample()
+    theirs = x.to(torch.float8_e8m0fnu).view(torch.uint8).to(torch.int64)
+    ours = encode(x, "fp8_e8m0")
+    bad = ours != theirs
+    assert not bad.any(), (x[bad][:5].tolist(), ours[bad][:5].tolist(), theirs[bad][:5].tolist())
+    codes = torch.arange(256)
+    want = codes.to(torch.uint8).view(torch.float8_e8m0fnu).to(torch.float64)
+    got = decode(codes, "fp8_e8m0")
+    assert torch.equal(got.isnan(), want.isnan()) and torch.equal(got[:255], want[:255])
+
+
+def test_e8m0_fields_and_constants_match_torch_finfo():
+    f = formats.FP8_E8M0
+    fi = torch.finfo(torch.float8_e8m0fnu)
+    assert (f.bits, f.bias, f.signed, f.has_inf, f.has_zero) == (8, 127, False, False, False)
+    assert (f.max, f.smallest_normal, f.eps) == (fi.max, fi.smallest_normal, fi.eps)
+    assert f.smallest_subnormal == f.smallest_normal == 2.0 ** -127   # no subnormals
+    assert formats.representable(f).numel() == 255                       # 2^-127 .. 2^127
+    d = decompose(-3.0, "e8m0")           # no sign bit: torch stores |x|; 3 is a tie, it goes up
+    assert (d.bits, d.sign, d.fields, d.kind, d.value) == ("10000001", 0, ("", "10000001", ""), "normal", 4.0)
+    assert d.equation() == "+2^2 = 4.0"
+    assert decompose(0.0, "fp8_e8m0").value == 2.0 ** -127               # no zero
+    assert formats.fate(0.0, "fp8_e8m0") == "normal"
+    assert decompose(1.5 * 2.0 ** 127, "fp8_e8m0").kind == "nan"         # overflow → NaN
+    assert decompose(math.inf, "fp8_e8m0").kind == "nan"
+    assert formats.fate(1.5 * 2.0 ** 127, "fp8_e8m0") == "overflow"
+
+
+# OCP MX v1.0 spec, table of FP4 E2M1 values: S.EE.M with bias 1; field 0 is 0.M × 2^0.
+E2M1_TABLE = {0b000: 0.0, 0b001: 0.5, 0b010: 1.0, 0b011: 1.5, 0b100: 2.0, 0b101: 3.0, 0b110: 4.0, 0b111: 6.0}
+
+
+def test_e2m1_decodes_the_ocp_table():
+    f = formats.FP4_E2M1
+    assert (f.bits, f.bias, f.max, f.smallest_normal, f.smallest_subnormal, f.eps) == (4, 1, 6.0, 1.0, 0.5, 0.5)
+    assert f.dtype is None and formats.get(torch.float4_e2m1fn_x2) is f and f.nan_code is None
+    for code, v in E2M1_TABLE.items():
+        assert decode(code, f).item() == v and decode(code | 0b1000, f).item() == -v
+    assert formats.representable(f).tolist() == sorted({s * v for v in E2M1_TABLE.values() for s in (1, -1)})
+
+
+def _nearest_even(x: float) -> float:
+    """Round x to the e2m1 grid from the table alone: nearest, ties to the even code, saturate."""
+    grid = sorted(E2M1_TABLE.items(), key=lambda kv: kv[1])
+    a = min(abs(x), 6.0)
+    best = min(grid, key=lambda kv: (abs(kv[1] - a), kv[0] & 1))
+    return math.copysign(best[1], x)
+
+
+def test_e2m1_rounds_to_nearest_even_and_saturates():
+    xs = [i / 16 for i in range(-120, 121)] + [6.5, 7.0, 7.5, 100.0, -1e30, math.inf, -math.inf]
+    got = quantize(torch.tensor(xs, dtype=torch.float64), "fp4_e2m1").tolist()
+    assert got == [_nearest_even(x) for x in xs]
+    assert decompose(0.25, "fp4_e2m1").kind == "zero"          # the tie between 0 and 0.5
+    assert decompose(0.75, "fp4").value == 1.0 and decompose(5.0, "e2m1").value == 4.0
+    assert formats.fate(7.0, "fp4_e2m1") == "overflow" and formats.fate(0.2, "fp4_e2m1") == "flush"
+    with pytest.raises(ValueError, match="no NaN"):
+        encode(torch.tensor([1.0, math.nan]), "fp4_e2m1")
+
+
+def test_e2m1_matches_torchao_mx_helpers():
+    kernels = pytest.importorskip("torchao.prototype.mx_formats.kernels")
+    g = torch.Generator().manual_seed(0)
+    x = torch.cat([torch.arange(-160, 161) / 16, torch.randn(20_000, generator=g) * 3,
+                   torch.tensor([1e-30, -1e-30, 7.0, -7.0, 1e30, -1e30, math.inf, -math.inf])]).float()
+    theirs = kernels.f32_to_f4_unpacked(x).to(torch.int64)
+    ours = encode(x, "fp4_e2m1")
+    bad = ours != theirs
+    assert not bad.any(), (x[bad][:5].tolist(), ours[bad][:5].tolist(), theirs[bad][:5].tolist())
+    codes = torch.arange(16, dtype=torch.uint8)
+    assert torch.equal(kernels.f4_unpacked_to_f32(codes).double(), decode(codes, "fp4_e2m1"))
+
+
+def test_format_allows_the_mx_layouts_and_checks_them():
+    Format("u4", 4, 0, overflow="nan", signed=False, subnormals=False)
+    for kwargs in [dict(mantissa_bits=0), dict(nan=False), dict(nan=False, overflow="nan")]:
+        with pytest.raises(ValueError):
+            Format(**(dict(name="x", exponent_bits=3, mantissa_bits=2) | kwargs))
+    with pytest.raises(TypeError):
+        Format("x", 3, 2, signed=1)
+
+
+# --- lookup, names and the fate of a value ---------------------------------------------------------
+def test_lookup_by_name_alias_dtype_or_format():
+    for x in ("fp16", "half", "float16", torch.float16, formats.FP16):
+        assert formats.get(x) is formats.FP16 and formats.name_of(x) == "fp16"
+    assert formats.name_of("bfloat16") == formats.name_of(torch.bfloat16) == "bf16"
+    assert formats.get("float8_e8m0fnu") is formats.FP8_E8M0 and formats.get_format is formats.get
+    assert set(formats.ALL_FORMATS) == set(FORMATS) | {"fp8_e8m0", "fp4_e2m1"}
+    with pytest.raises(ValueError, match="half"):
+        formats.get("fp12")
+    with pytest.raises(ValueError, match="accepted dtypes"):
+        formats.get(torch.int8)
+    with pytest.raises(TypeError, match="format name"):
+        formats.get(3.0)
+
+
+def test_labels_colours_and_dtype_names():
+    labels = [f.label for f in formats.ALL_FORMATS.values()]
+    colours = [f.color for f in formats.ALL_FORMATS.values()]
+    assert len(set(labels)) == len(labels) and len(set(colours)) == len(colours) and None not in colours
+    assert formats.dtype_name(torch.float8_e4m3fn) == "float8_e4m3fn"
+    assert [formats.short_name(d) for d in (torch.float32, torch.bfloat16, torch.float64, torch.int64, torch.bool)] \
+        == ["fp32", "bf16", "fp64", "int64", "bool"]
+    with pytest.raises(TypeError):
+        formats.dtype_name("float16")
+
+
+@pytest.mark.parametrize("fmt", SMALL + ["fp4_e2m1", "fp8_e8m0"])
+def test_fate_of_a_tensor_agrees_with_decompose(fmt):
+    g = torch.Generator().manual_seed(1)
+    x = torch.cat([torch.randn(3000, generator=g) * 2.0 ** torch.randint(-40, 40, (3000,), generator=g),
+                   torch.tensor([0.0, -0.0, math.inf, -math.inf, math.nan])]).float()
+    got = formats.fate(x, fmt)
+    assert got.dtype == torch.int8 and got.shape == x.shape
+    for v, k in zip(x.tolist()[::7] + x.tolist()[-5:], got.tolist()[::7] + got.tolist()[-5:]):
+        assert formats.FATES[k] == formats.fate(v, fmt)
+        if math.isfinite(v):
+            d = decompose(v, fmt)
+            assert (formats.FATES[k] == "overflow") == d.overflowed
+            assert (formats.FATES[k] == "flush") == d.rounded_to_zero
+            assert (formats.FATES[k] == "subnormal") == (d.kind == "subnormal")
+
+
+def test_fate_scale_counts_and_errors():
+    x = torch.tensor([0.0, 1e-9, 1e-6, 1.0, 7e4, math.inf])
+    assert formats.fate(x, "fp16").tolist() == [0, 1, 2, 3, 4, 5]
+    assert formats.fate(1e-10, "fp16", scale=2.0 ** 16) == "subnormal"
+    assert formats.fate_counts(x, "bf16") == {"zero": 1, "flush": 0, "subnormal": 0, "normal": 4,
+                                              "overflow": 0, "nonfinite": 1}
+    with pytest.raises(ValueError, match="scale"):
+        formats.fate(1.0, "fp16", scale=0)
+    with pytest.raises(TypeError):
+        formats.fate(torch.tensor([1]), "fp16")
