@@ -1,13 +1,15 @@
 """One training loop, many precision recipes — so recipes are compared on equal terms.
 
-Every lesson that trains calls :func:`train`; only the *recipe* changes:
+Every lesson that trains calls :func:`train`; only the *recipe* changes. A recipe is an object
+(:mod:`amp_edu.recipes`) whose methods the loop calls at fixed moments of each step; the recipes
+by name:
 
 =============================== =================================================================
 recipe                          what happens in one step
 =============================== =================================================================
 ``fp32``                        everything float32 (the baseline)
 ``fp16_pure``                   ``model.half()``: weights, activations, gradients *and the optimizer
-                                update* in fp16 (the seeds' "cast the model" approach). Updates
+                                update* in fp16 (the "cast the model" approach). Updates
                                 smaller than 2^-11 of a weight round away; small gradients flush.
 ``fp16_static_scale(S)``        ``fp16_pure`` + static loss scaling: backward from ``loss * S``,
                                 skip the step if a gradient is inf/NaN, else unscale (× 1/S) and step
@@ -44,9 +46,7 @@ The lr scheduler is stepped only on steps that were not skipped.
 
 from __future__ import annotations
 
-import contextlib
 import math
-import re
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -55,66 +55,9 @@ import torch
 import torch.nn as nn
 
 from . import models as _models
+from .recipes import RECIPES, Amp, Recipe, parse_recipe
 
 __all__ = ["Recipe", "RECIPES", "parse_recipe", "History", "train", "make_optimizer"]
-
-RECIPES = ("fp32", "fp16_pure", "fp16_static_scale(S)", "fp16_master", "fp16_master_scale(S)",
-           "bf16_pure", "amp_fp16", "amp_bf16")
-
-
-@dataclass(frozen=True)
-class Recipe:
-    """How one step handles precision; build it with :func:`parse_recipe`."""
-
-    name: str                              # canonical spelling, e.g. "fp16_static_scale(1024)"
-    param_dtype: torch.dtype               # dtype of the model's weights in forward/backward
-    autocast_dtype: torch.dtype | None     # torch.amp.autocast dtype, or None for no autocast
-    master_weights: bool = False           # optimizer updates an fp32 master copy
-    static_scale: float | None = None      # constant loss scale S (None: no static scaling)
-    dynamic_scaler: bool = False           # torch.amp.GradScaler
-
-    @property
-    def family(self) -> str:
-        """The name without its scale: ``"fp16_static_scale"`` for ``"fp16_static_scale(8)"``."""
-        return self.name.split("(")[0]
-
-
-_SIMPLE = {
-    "fp32": dict(param_dtype=torch.float32, autocast_dtype=None),
-    "fp16_pure": dict(param_dtype=torch.float16, autocast_dtype=None),
-    "fp16_master": dict(param_dtype=torch.float16, autocast_dtype=None, master_weights=True),
-    "bf16_pure": dict(param_dtype=torch.bfloat16, autocast_dtype=None),
-    "amp_fp16": dict(param_dtype=torch.float32, autocast_dtype=torch.float16, dynamic_scaler=True),
-    "amp_bf16": dict(param_dtype=torch.float32, autocast_dtype=torch.bfloat16),
-}
-_SCALED = {"fp16_static_scale": False, "fp16_master_scale": True}
-_SCALED_RE = re.compile(r"^(fp16_static_scale|fp16_master_scale)\(\s*([^)]+?)\s*\)$")
-
-
-def parse_recipe(spec: "str | Recipe") -> Recipe:
-    """``"fp32"``, ``"fp16_static_scale(1024)"``, ``"fp16_master_scale(2**10)"``, ... → :class:`Recipe`.
-
-    The scale may be a number or ``2**k``; it must be finite and positive.
-    """
-    if isinstance(spec, Recipe):
-        return spec
-    if not isinstance(spec, str):
-        raise TypeError(f"recipe must be a str or Recipe, got {type(spec).__name__}")
-    s = spec.strip()
-    if s in _SIMPLE:
-        return Recipe(s, **_SIMPLE[s])
-    m = _SCALED_RE.match(s)
-    if not m:
-        raise ValueError(f"unknown recipe {spec!r}; accepted: {', '.join(RECIPES)} (S a positive number or 2**k)")
-    fam, arg = m.groups()
-    pw = re.fullmatch(r"2\s*\*\*\s*(-?\d+)", arg)
-    try:
-        scale = 2.0 ** int(pw.group(1)) if pw else float(arg)
-    except ValueError:
-        raise ValueError(f"bad loss scale {arg!r} in recipe {spec!r}: give a number or 2**k") from None
-    if not (math.isfinite(scale) and scale > 0):
-        raise ValueError(f"the loss scale must be finite and > 0, got {scale} in {spec!r}")
-    return Recipe(f"{fam}({scale:g})", torch.float16, None, master_weights=_SCALED[fam], static_scale=scale)
 
 
 @dataclass
@@ -135,7 +78,7 @@ class History:
     eval_accuracy: list = field(default_factory=list)
     model: nn.Module | None = field(default=None, repr=False)
     optimizer: torch.optim.Optimizer | None = field(default=None, repr=False)
-    scaler: object = field(default=None, repr=False)
+    scaler: object = field(default=None, repr=False)  # the recipe's GradScaler (AMP recipes)
 
     @property
     def steps(self) -> int:
@@ -144,10 +87,6 @@ class History:
     @property
     def skipped_steps(self) -> int:
         return int(sum(self.skipped))
-
-    @property
-    def total_time_s(self) -> float:
-        return float(sum(self.time_s))
 
     @property
     def final_eval(self) -> dict:
@@ -187,14 +126,80 @@ def make_optimizer(params, name: "str | Callable" = "adam", *, lr: float = 1e-3,
     raise ValueError(f"unknown optimizer {name!r}; accepted: 'sgd', 'adam', 'adamw' or a callable(params)")
 
 
-def _all_finite(tensors) -> bool:
-    flags = [torch.isfinite(t).all() for t in tensors if t is not None]
-    return bool(torch.stack(flags).all()) if flags else True
-
-
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
+
+
+def _check_options(steps, batch_size, accumulate, log_every, eval_every, clip_grad_norm) -> None:
+    for nm, v, lo in (("steps", steps, 1), ("batch_size", batch_size, 1), ("accumulate", accumulate, 1),
+                      ("log_every", log_every, 0)):
+        if not isinstance(v, int) or isinstance(v, bool) or v < lo:
+            raise ValueError(f"{nm} must be an int >= {lo}, got {v!r}")
+    if eval_every is not None and (not isinstance(eval_every, int) or eval_every < 0):
+        raise ValueError(f"eval_every must be None or an int >= 0, got {eval_every!r}")
+    if clip_grad_norm is not None and not clip_grad_norm > 0:
+        raise ValueError(f"clip_grad_norm must be None or > 0, got {clip_grad_norm!r}")
+
+
+def _recipe(recipe, scaler_factory, scaler_kwargs) -> Recipe:
+    """The recipe object; ``scaler_factory``/``scaler_kwargs`` give ``amp_fp16`` its scaler."""
+    rec = parse_recipe(recipe)
+    if scaler_factory is None and not scaler_kwargs:
+        return rec
+    if rec.name != "amp_fp16":
+        raise ValueError(f"scaler_factory/scaler_kwargs apply to amp_fp16 only, not {rec.name!r}")
+    factory, kwargs = scaler_factory or torch.amp.GradScaler, dict(scaler_kwargs or {})
+    return Amp(torch.float16, scaler=lambda device_type: factory(device_type, **kwargs))
+
+
+def _task_and_model(task, model, device, seed):
+    dev = torch.device(device) if device is not None else task.device
+    if task.device != dev:
+        task = task.to(dev)
+    if model is None or isinstance(model, str):
+        model = _models.build(model, task, seed=seed)
+    elif not isinstance(model, nn.Module):
+        raise TypeError(f"model must be an nn.Module, a model name or None, got {type(model).__name__}")
+    return task, model.to(dev), dev
+
+
+def _forward_backward(task, model, rec: Recipe, batch_size: int, accumulate: int, gen) -> tuple:
+    """``accumulate`` micro-batches, each loss divided by ``accumulate``: (mean loss, mean accuracy)."""
+    loss_sum = acc_sum = 0.0
+    for _ in range(accumulate):
+        x, y = task.batch(batch_size, gen)
+        x = rec.before_batch(x)
+        with rec.forward_context():
+            logits = model(x)
+        loss = task.loss(logits, y)
+        loss_sum += loss.item() / accumulate
+        acc_sum += task.accuracy(logits.detach(), y) / accumulate
+        rec.backward(loss / accumulate)
+    return loss_sum, acc_sum
+
+
+def _lost_fraction(weights, before, skipped: bool) -> float:
+    """Fraction of the weights with a non-zero gradient that did not change in the step."""
+    moved = had_grad = 0
+    for w, b in zip(weights, before):
+        if w.grad is not None:
+            g = w.grad != 0
+            had_grad += int(g.sum())
+            moved += int((g & (w.detach() != b)).sum())
+    return (had_grad - moved) / had_grad if had_grad and not skipped else 0.0
+
+
+def _record_eval(hist: History, task, model, rec: Recipe, step: int) -> None:
+    r = task.evaluate(model, input_dtype=rec.input_dtype, context=rec.forward_context)
+    hist.eval_steps.append(step)
+    hist.eval_loss.append(r["loss"])
+    hist.eval_accuracy.append(r["accuracy"])
+
+
+class _NoScheduler:
+    def step(self) -> None:
+        pass
 
 
 def train(task, model: "nn.Module | str | None" = None, recipe: "str | Recipe" = "fp32", *,
@@ -208,7 +213,8 @@ def train(task, model: "nn.Module | str | None" = None, recipe: "str | Recipe" =
 
     ``model``: an ``nn.Module`` (trained in place and, for fp16/bf16 recipes, cast in place), a
     model name for :func:`amp_edu.models.build` (built with ``seed``), or ``None`` for the task's
-    default model. ``device`` defaults to the task's device.
+    default model. ``device`` defaults to the task's device. ``recipe``: a name (see the module
+    docstring) or an :class:`amp_edu.recipes.Recipe` object.
 
     ``accumulate=k`` sums gradients of ``k`` micro-batches of ``batch_size`` (each loss divided by
     ``k``) before each optimizer step. ``clip_grad_norm`` clips the *unscaled* gradients' total
@@ -218,139 +224,41 @@ def train(task, model: "nn.Module | str | None" = None, recipe: "str | Recipe" =
     steps and at the end (``None``: only at the end; ``0``: never). ``log_every=N`` prints a
     progress line every N steps; ``callback(step, history)`` runs after every step.
     """
-    rec = parse_recipe(recipe)
-    for nm, v, lo in (("steps", steps, 1), ("batch_size", batch_size, 1), ("accumulate", accumulate, 1),
-                      ("log_every", log_every, 0)):
-        if not isinstance(v, int) or isinstance(v, bool) or v < lo:
-            raise ValueError(f"{nm} must be an int >= {lo}, got {v!r}")
-    if eval_every is not None and (not isinstance(eval_every, int) or eval_every < 0):
-        raise ValueError(f"eval_every must be None or an int >= 0, got {eval_every!r}")
-    if clip_grad_norm is not None and not clip_grad_norm > 0:
-        raise ValueError(f"clip_grad_norm must be None or > 0, got {clip_grad_norm!r}")
-    dev = torch.device(device) if device is not None else task.device
-    if task.device != dev:
-        task = task.to(dev)
-    if model is None or isinstance(model, str):
-        model = _models.build(model, task, seed=seed)
-    elif not isinstance(model, nn.Module):
-        raise TypeError(f"model must be an nn.Module, a model name or None, got {type(model).__name__}")
-    model.to(dev)
+    _check_options(steps, batch_size, accumulate, log_every, eval_every, clip_grad_norm)
+    rec = _recipe(recipe, scaler_factory, scaler_kwargs)
+    task, model, dev = _task_and_model(task, model, device, seed)
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
-
-    # --- precision set-up -----------------------------------------------------------------
-    if rec.param_dtype != torch.float32:
-        model.to(rec.param_dtype)
-    params = [p for p in model.parameters() if p.requires_grad]
-    if rec.master_weights:
-        master = [p.detach().float().clone() for p in params]
-        opt = make_optimizer(master, optimizer, lr=lr, momentum=momentum, weight_decay=weight_decay)
-    else:
-        master = None
-        opt = make_optimizer(params, optimizer, lr=lr, momentum=momentum, weight_decay=weight_decay)
-    sched = scheduler(opt) if scheduler is not None else None
-    scaler = None
-    if rec.dynamic_scaler:
-        factory = scaler_factory or torch.amp.GradScaler
-        scaler = factory(dev.type, **(scaler_kwargs or {}))
-    elif scaler_factory is not None or scaler_kwargs:
-        raise ValueError(f"scaler_factory/scaler_kwargs apply to amp_fp16 only, not {rec.name!r}")
-    input_dtype = rec.param_dtype if rec.param_dtype != torch.float32 else None
-    if rec.autocast_dtype is not None:
-        ctx = lambda: torch.amp.autocast(dev.type, dtype=rec.autocast_dtype)  # noqa: E731
-    else:
-        ctx = contextlib.nullcontext
-    S = rec.static_scale or 1.0
-
-    hist = History(rec.name, model=model, optimizer=opt, scaler=scaler)
-    evaluate = lambda: task.evaluate(model, input_dtype=input_dtype, context=ctx)  # noqa: E731
-
-    def record_eval(step):
-        r = evaluate()
-        hist.eval_steps.append(step)
-        hist.eval_loss.append(r["loss"])
-        hist.eval_accuracy.append(r["accuracy"])
-
+    opt = rec.before_fit(model, lambda params: make_optimizer(params, optimizer, lr=lr, momentum=momentum,
+                                                              weight_decay=weight_decay))
+    sched = scheduler(opt) if scheduler is not None else _NoScheduler()
+    hist = History(rec.name, model=model, optimizer=opt, scaler=rec.scaler)
     for step in range(1, steps + 1):
         _sync(dev)
         t0 = time.perf_counter()
-        for p in params:
-            p.grad = None
-        loss_sum, acc_sum = 0.0, 0.0
-        scale_used = scaler.get_scale() if scaler is not None else S
-        lr_used = opt.param_groups[0]["lr"]
-        for _ in range(accumulate):
-            x, y = task.batch(batch_size, gen)
-            if input_dtype is not None and x.is_floating_point():
-                x = x.to(input_dtype)
-            with ctx():
-                logits = model(x)
-            loss = task.loss(logits, y)
-            loss_sum += loss.item() / accumulate
-            acc_sum += task.accuracy(logits.detach(), y) / accumulate
-            micro = loss / accumulate
-            if scaler is not None:
-                micro = scaler.scale(micro)
-            elif S != 1.0:
-                micro = micro * S
-            micro.backward()
-
-        # --- unscale, check, clip, step ------------------------------------------------------
-        if master is not None:                      # fp16 grads -> fp32 master grads, unscaled there
-            for p, m in zip(params, master):
-                m.grad = None if p.grad is None else p.grad.float().mul_(1.0 / S)
-            step_params = master
-        else:
-            step_params = params
-            if scaler is not None:
-                scaler.unscale_(opt)
-            elif S != 1.0:
-                for p in params:
-                    if p.grad is not None:
-                        p.grad.mul_(1.0 / S)
-        finite = _all_finite([p.grad for p in step_params])
-        # Only a recipe with loss scaling checks and skips; the others step whatever the grads
-        # hold, as a plain loop would (so NaN gradients reach the weights).
-        skip = not finite and (scaler is not None or rec.static_scale is not None)
-        before = [p.detach().clone() for p in step_params] if track_updates else None
-        if clip_grad_norm is not None and not skip:
-            torch.nn.utils.clip_grad_norm_(step_params, clip_grad_norm)
-        if scaler is not None:
-            scaler.step(opt)                        # skips by itself when it found inf/NaN
-            scaler.update()
-        elif not skip:
-            opt.step()
-        if master is not None and not skip:
-            with torch.no_grad():
-                for p, m in zip(params, master):
-                    p.copy_(m)
-        if sched is not None and not skip:
+        rec.zero_grad()
+        hist.scale.append(rec.scale)
+        hist.lr.append(opt.param_groups[0]["lr"])
+        loss, acc = _forward_backward(task, model, rec, batch_size, accumulate, gen)
+        before = [w.detach().clone() for w in rec.weights] if track_updates else None
+        finite, skipped = rec.step(clip_grad_norm)
+        if not skipped:
             sched.step()
         _sync(dev)
         hist.time_s.append(time.perf_counter() - t0)
-
         if track_updates:
-            moved = had_grad = 0
-            for p, b in zip(step_params, before):
-                if p.grad is None:
-                    continue
-                g = p.grad != 0
-                had_grad += int(g.sum())
-                moved += int((g & (p.detach() != b)).sum())
-            hist.lost_updates.append((had_grad - moved) / had_grad if had_grad and not skip else 0.0)
-        hist.loss.append(loss_sum if math.isfinite(loss_sum) else float("nan"))
-        hist.accuracy.append(acc_sum)
-        hist.scale.append(float(scale_used))
-        hist.skipped.append(skip)
+            hist.lost_updates.append(_lost_fraction(rec.weights, before, skipped))
+        hist.loss.append(loss if math.isfinite(loss) else float("nan"))
+        hist.accuracy.append(acc)
+        hist.skipped.append(skipped)
         hist.nonfinite_grads.append(not finite)
-        hist.lr.append(lr_used)
         if eval_every and step % eval_every == 0 and step != steps:
-            record_eval(step)
+            _record_eval(hist, task, model, rec, step)
         if log_every and (step % log_every == 0 or step == steps):
-            print(f"[{rec.name}] step {step:>5}/{steps}  loss {hist.loss[-1]:.4f}  acc {acc_sum:.3f}"
-                  f"  scale {scale_used:g}  skipped {hist.skipped_steps}", flush=True)
+            print(f"[{rec.name}] step {step:>5}/{steps}  loss {hist.loss[-1]:.4f}  acc {acc:.3f}"
+                  f"  scale {hist.scale[-1]:g}  skipped {hist.skipped_steps}", flush=True)
         if callback is not None:
             callback(step, hist)
     if eval_every != 0:
-        record_eval(steps)
+        _record_eval(hist, task, model, rec, steps)
     return hist

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from amp_edu import data, models
+from amp_edu import data, models, recipes
 from amp_edu import train as T
 
 
@@ -35,7 +35,8 @@ def small(task, seed=0):
 ])
 def test_parse_recipe(spec, name, scale, master):
     r = T.parse_recipe(spec)
-    assert (r.name, r.static_scale, r.master_weights) == (name, scale, master)
+    assert r.name == name and isinstance(r, recipes.Master) == master
+    assert r.scale == (scale or 1.0) and r.skips_nonfinite == (scale is not None)
     assert T.parse_recipe(r) is r
 
 
@@ -74,7 +75,9 @@ def test_fp32_learns_and_history_is_complete(task):
 def test_recipes_put_weights_in_the_right_dtype(task, recipe, dtype):
     h = T.train(task, small(task), recipe, steps=2, batch_size=8, lr=0.01, optimizer="sgd", eval_every=0)
     assert {p.dtype for p in h.model.parameters()} == {dtype}
-    assert (h.scaler is not None) == (recipe == "amp_fp16")
+    # only amp_fp16 has an enabled scaler; amp_bf16's is disabled, the others have none
+    assert (h.scaler is not None and h.scaler.is_enabled()) == (recipe == "amp_fp16")
+    assert (h.scaler is not None) == recipe.startswith("amp")
     assert all(math.isfinite(x) for x in h.loss)
 
 

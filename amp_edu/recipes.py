@@ -1,0 +1,409 @@
+"""Precision recipes as objects: what one training step does with fp16/bf16, each recipe in one place.
+
+A training loop has the same shape whatever the precision. What differs from recipe to recipe
+happens at a few moments of the loop, and a recipe is an object with one method per moment. The
+names follow fastai's callback events (``before_fit``, ``before_batch``, ``before_backward``,
+``after_backward``, ``before_step``, ``after_step``)::
+
+    recipe = parse_recipe("amp_fp16")
+    opt = recipe.before_fit(model, lambda params: torch.optim.AdamW(params, lr=1e-3))
+    for x, y in batches:
+        recipe.zero_grad()
+        x = recipe.before_batch(x)                  # cast the inputs (pure fp16/bf16 recipes)
+        with recipe.forward_context():              # the autocast region (AMP recipes)
+            logits = model(x)
+        recipe.backward(loss_fn(logits, y))         # backward from the (scaled) loss
+        result = recipe.step(clip_grad_norm=1.0)    # unscale, check, clip, step (or skip)
+
+Each event does the plain fp32 thing in :class:`Recipe`; a recipe overrides only the events it
+changes:
+
+=============================== ====================== ==========================================
+recipe                          class                  what it changes
+=============================== ====================== ==========================================
+``fp32``                        :class:`Recipe`        nothing: the baseline
+``fp16_pure`` / ``bf16_pure``   :class:`Pure`          ``model.to(dtype)`` and the inputs too:
+                                                       weights, activations, gradients *and the
+                                                       optimizer update* in 16 bits
+``fp16_static_scale(S)``        :class:`StaticScale`   + backward from ``loss * S``; skip the step
+                                                       if a gradient is inf/NaN, else × 1/S, step
+``fp16_master``                 :class:`Master`        fp16 model, an **fp32 master copy** the
+                                                       optimizer updates, fp16 weights copied back
+``fp16_master_scale(S)``        :class:`Master`        + a constant loss scale, unscaled in fp32
+                                                       (the 2018 mixed-precision paper's recipe)
+``amp_fp16`` / ``amp_bf16``     :class:`Amp`           fp32 weights, ``torch.autocast`` forward,
+                                                       a ``torch.amp.GradScaler`` — *enabled* for
+                                                       fp16 and disabled (every call a no-op) for
+                                                       bf16, which has fp32's exponent range
+=============================== ====================== ==========================================
+
+The events, in the order a loop calls them:
+
+``before_fit(model, optimizer)``
+    Once per run: casts the model if the recipe trains in 16 bits, picks the tensors the optimizer
+    updates (the model's parameters, or an fp32 master copy) and returns the optimizer:
+    ``optimizer`` is a factory ``optimizer(params)``, or an optimizer already built over the
+    model's parameters (not possible with a master copy, which the optimizer must own).
+``zero_grad()``
+    Drops the model's gradients (``p.grad = None``).
+``before_batch(x)``
+    The input as the model's first layer needs it (cast to fp16/bf16 for the pure recipes).
+``forward_context()``
+    A context manager to run the forward in: ``torch.autocast`` for AMP, else a null context.
+    Whether the loss is computed inside it is the caller's choice (``train`` computes it outside).
+``backward(loss)``
+    ``before_backward(loss)`` — the loss times the loss scale — then ``.backward()``.
+``step(clip_grad_norm=None)``
+    ``after_backward()`` brings the gradients of the weights the optimizer updates to their true,
+    unscaled values; they are checked for inf/NaN; unless the step is skipped (only a recipe that
+    scales the loss skips: the others step whatever the gradients hold, as a plain loop would, so
+    NaN reaches the weights) they are clipped to ``clip_grad_norm`` (``before_step``), the
+    optimizer steps, and ``after_step`` copies a master copy back into the model. Returns a
+    :class:`StepResult` ``(finite, skipped)``.
+
+A loss-scaled recipe skips exactly the steps whose unscaled gradients hold an inf or NaN; with a
+dynamic scaler the scaler itself decides (``scaler.step`` skips on the inf it found while
+unscaling, ``scaler.update`` adjusts the scale).
+
+**Adding a recipe** (lesson 10's fp8 recipes, say) is one class: subclass :class:`Recipe` (or the
+recipe it extends), override the events that differ, and register the names it answers to::
+
+    @register("fp16_clipped_pure")
+    class ClippedPure(Pure):
+        ...
+
+:func:`parse_recipe` then accepts the name, and ``amp_edu.train.train`` runs it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import re
+from typing import Callable, NamedTuple
+
+import torch
+import torch.nn as nn
+
+from . import formats
+
+__all__ = ["Recipe", "Pure", "StaticScale", "Master", "Amp", "StepResult", "RECIPES", "register",
+           "parse_recipe", "all_finite"]
+
+
+class StepResult(NamedTuple):
+    """What :meth:`Recipe.step` did: were the (unscaled) gradients finite, and was the step skipped."""
+
+    finite: bool
+    skipped: bool
+
+
+def all_finite(tensors) -> bool:
+    """``True`` if no tensor in ``tensors`` (``None`` entries ignored) holds an inf or NaN."""
+    flags = [torch.isfinite(t).all() for t in tensors if t is not None]
+    return bool(torch.stack(flags).all()) if flags else True
+
+
+def _build_optimizer(optimizer, weights: list, model_params: list, recipe: str) -> torch.optim.Optimizer:
+    if isinstance(optimizer, torch.optim.Optimizer):
+        owned = {id(p) for g in optimizer.param_groups for p in g["params"]}
+        if not {id(w) for w in weights} <= owned:
+            what = ("the fp32 master copy, which does not exist yet: pass a factory optimizer(params)"
+                    if weights is not model_params else "the model's parameters")
+            raise ValueError(f"recipe {recipe!r}: the optimizer must update {what}")
+        return optimizer
+    if not callable(optimizer):
+        raise TypeError("optimizer must be a torch.optim.Optimizer or a factory optimizer(params), "
+                        f"got {type(optimizer).__name__}")
+    return optimizer(weights)
+
+
+class Recipe:
+    """The ``fp32`` recipe, and the base class: every event does what a plain fp32 loop does.
+
+    One recipe object serves one run at a time: :meth:`before_fit` (re)binds it to a model.
+    """
+
+    name = "fp32"
+    param_dtype = torch.float32      # dtype of the model's weights in forward and backward
+    scaler = None                    # a recipe with a GradScaler sets it in before_fit
+
+    def __repr__(self) -> str:
+        return f"<recipe {self.name}>"
+
+    # --- once per run -------------------------------------------------------------------------
+    def before_fit(self, model: nn.Module, optimizer) -> torch.optim.Optimizer:
+        if not isinstance(model, nn.Module):
+            raise TypeError(f"model must be an nn.Module, got {type(model).__name__}")
+        self.cast_model(model)
+        self.params = [p for p in model.parameters() if p.requires_grad]
+        self.device_type = self.params[0].device.type if self.params else "cpu"
+        self.weights = self.optimizer_weights(self.params)
+        self.optimizer = _build_optimizer(optimizer, self.weights, self.params, self.name)
+        return self.optimizer
+
+    def cast_model(self, model: nn.Module) -> None:
+        """Put the model's weights in the dtype they train in (fp32: leave them)."""
+
+    def optimizer_weights(self, params: list) -> list:
+        """The tensors the optimizer updates: the model's own parameters."""
+        return params
+
+    # --- every step ---------------------------------------------------------------------------
+    @property
+    def scale(self) -> float:
+        """The loss scale the next backward uses (1.0 without loss scaling)."""
+        return 1.0
+
+    @property
+    def input_dtype(self) -> torch.dtype | None:
+        """The dtype float inputs are cast to before the forward, or ``None`` (left as they are)."""
+        return None
+
+    @property
+    def skips_nonfinite(self) -> bool:
+        """Whether a step with an inf/NaN gradient is skipped (only recipes that scale the loss)."""
+        return False
+
+    def zero_grad(self) -> None:
+        for p in self.params:
+            p.grad = None
+
+    def before_batch(self, x: torch.Tensor) -> torch.Tensor:
+        return x
+
+    def forward_context(self):
+        return contextlib.nullcontext()
+
+    def before_backward(self, loss: torch.Tensor) -> torch.Tensor:
+        """The tensor to call ``backward`` on: the loss times the loss scale."""
+        return loss
+
+    def backward(self, loss: torch.Tensor) -> None:
+        self.before_backward(loss).backward()
+
+    def after_backward(self) -> None:
+        """Make the gradients of :attr:`weights` the true (unscaled) gradients."""
+
+    def step(self, clip_grad_norm: float | None = None) -> StepResult:
+        """Unscale, check for inf/NaN, clip the unscaled gradients, step (or skip) — one place."""
+        self.after_backward()
+        finite = all_finite([w.grad for w in self.weights])
+        skip = self.skips_nonfinite and not finite
+        if clip_grad_norm is not None and not skip:
+            torch.nn.utils.clip_grad_norm_(self.weights, clip_grad_norm)
+        self.optimizer_step(skip)
+        return StepResult(finite, skip)
+
+    def optimizer_step(self, skip: bool) -> None:
+        if not skip:
+            self.optimizer.step()
+        self.after_step(skip)
+
+    def after_step(self, skip: bool) -> None:
+        """After the optimizer step (or the skip): nothing to do when the model's weights stepped."""
+
+
+class Pure(Recipe):
+    """``fp16_pure`` / ``bf16_pure``: the model cast to ``dtype``; everything happens in it,
+    including the optimizer's update (an update below 2^-11 of a weight rounds away in fp16)."""
+
+    def __init__(self, dtype: torch.dtype = torch.float16) -> None:
+        if dtype not in (torch.float16, torch.bfloat16):
+            raise ValueError(f"Pure trains in torch.float16 or torch.bfloat16, got {dtype!r}")
+        self.param_dtype = dtype
+        self.name = f"{formats.name_of(dtype)}_pure"
+
+    def cast_model(self, model: nn.Module) -> None:
+        model.to(self.param_dtype)
+
+    @property
+    def input_dtype(self) -> torch.dtype:
+        return self.param_dtype
+
+    def before_batch(self, x: torch.Tensor) -> torch.Tensor:
+        return x.to(self.param_dtype) if x.is_floating_point() else x
+
+
+def _check_scale(scale) -> float:
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)):
+        raise TypeError(f"the loss scale must be a number, got {type(scale).__name__}")
+    if not (math.isfinite(scale) and scale > 0):
+        raise ValueError(f"the loss scale must be finite and > 0, got {scale}")
+    return float(scale)
+
+
+class StaticScale(Pure):
+    """``fp16_static_scale(S)``: ``fp16_pure`` + a constant loss scale ``S``: backward from
+    ``loss * S``; a step whose gradients overflowed is skipped, the others are multiplied by 1/S
+    (in fp16) and stepped."""
+
+    def __init__(self, scale: float) -> None:
+        super().__init__(torch.float16)
+        self.loss_scale = _check_scale(scale)
+        self.name = f"fp16_static_scale({self.loss_scale:g})"
+
+    @property
+    def scale(self) -> float:
+        return self.loss_scale
+
+    @property
+    def skips_nonfinite(self) -> bool:
+        return True
+
+    def before_backward(self, loss):
+        return loss * self.loss_scale
+
+    def after_backward(self) -> None:
+        for p in self.params:
+            if p.grad is not None:
+                p.grad.mul_(1.0 / self.loss_scale)
+
+
+class Master(Pure):
+    """``fp16_master`` / ``fp16_master_scale(S)``: an fp16 model for forward and backward, and an
+    fp32 **master copy** of the weights that the optimizer updates. The fp16 gradients are copied
+    to fp32 and unscaled there (× 1/S); after the step the fp16 weights are re-copied from the
+    master copy. ``scale=None``: no loss scaling (and no skipped steps)."""
+
+    def __init__(self, scale: float | None = None) -> None:
+        super().__init__(torch.float16)
+        self.loss_scale = 1.0 if scale is None else _check_scale(scale)
+        self.scaled = scale is not None
+        self.name = f"fp16_master_scale({self.loss_scale:g})" if self.scaled else "fp16_master"
+
+    def optimizer_weights(self, params: list) -> list:
+        return [p.detach().float().clone() for p in params]
+
+    @property
+    def scale(self) -> float:
+        return self.loss_scale
+
+    @property
+    def skips_nonfinite(self) -> bool:
+        return self.scaled
+
+    def before_backward(self, loss):
+        return loss * self.loss_scale        # × 1.0 without a scale: exact, so no branch
+
+    def after_backward(self) -> None:
+        for p, m in zip(self.params, self.weights):
+            m.grad = None if p.grad is None else p.grad.float().mul_(1.0 / self.loss_scale)
+
+    def after_step(self, skip: bool) -> None:
+        if not skip:
+            with torch.no_grad():
+                for p, m in zip(self.params, self.weights):
+                    p.copy_(m)
+
+
+class Amp(Recipe):
+    """``amp_fp16`` / ``amp_bf16``: fp32 weights, the forward under ``torch.autocast(device, dtype)``,
+    and a loss scaler: ``torch.amp.GradScaler(device, enabled=(dtype is torch.float16))`` unless
+    ``scaler`` is given — a scaler object, or a factory ``scaler(device_type)`` (e.g. the course's
+    own :class:`amp_edu.scaler.GradScaler`). A disabled scaler does nothing (``scale`` returns the
+    loss, ``step`` just calls ``optimizer.step()``), so bf16 needs no branch of its own."""
+
+    def __init__(self, dtype: torch.dtype = torch.float16, scaler=None) -> None:
+        if dtype not in (torch.float16, torch.bfloat16):
+            raise ValueError(f"autocast runs in torch.float16 or torch.bfloat16, got {dtype!r}")
+        self.autocast_dtype = dtype
+        self.scaler_spec = scaler
+        self.name = f"amp_{formats.name_of(dtype)}"
+
+    def make_scaler(self, device_type: str):
+        if self.scaler_spec is None:
+            return torch.amp.GradScaler(device_type, enabled=self.autocast_dtype == torch.float16)
+        return self.scaler_spec(device_type) if callable(self.scaler_spec) else self.scaler_spec
+
+    def before_fit(self, model, optimizer):
+        opt = super().before_fit(model, optimizer)
+        self.scaler = self.make_scaler(self.device_type)
+        return opt
+
+    @property
+    def scale(self) -> float:
+        return float(self.scaler.get_scale())
+
+    @property
+    def skips_nonfinite(self) -> bool:
+        return self.scaler.is_enabled()
+
+    def forward_context(self):
+        return torch.autocast(self.device_type, dtype=self.autocast_dtype)
+
+    def before_backward(self, loss):
+        return self.scaler.scale(loss)
+
+    def after_backward(self) -> None:
+        self.scaler.unscale_(self.optimizer)
+
+    def optimizer_step(self, skip: bool) -> None:
+        self.scaler.step(self.optimizer)      # skips by itself on the inf it found in unscale_
+        self.scaler.update()
+
+
+# --- the registry: recipe names -> objects ----------------------------------------------------
+_FACTORIES: dict[str, Callable] = {}       # "fp32" -> Recipe; "fp16_static_scale" -> StaticScale(S)
+_SCALED: set[str] = set()                  # families spelled "name(S)"
+
+
+def register(spec: str, factory: Callable | None = None):
+    """Make :func:`parse_recipe` build ``factory()`` for ``spec`` (``factory(S)`` for a spec
+    written ``"name(S)"``, S being the loss scale). Usable as a class decorator."""
+    m = re.fullmatch(r"([a-z][a-z0-9_]*)(\(S\))?", spec)
+    if not m:
+        raise ValueError(f"a recipe spec is a lower-case name, optionally followed by (S); got {spec!r}")
+
+    def add(f):
+        _FACTORIES[m.group(1)] = f
+        if m.group(2):
+            _SCALED.add(m.group(1))
+        return f
+    return add(factory) if factory is not None else add
+
+
+register("fp32", Recipe)
+register("fp16_pure", lambda: Pure(torch.float16))
+register("fp16_static_scale(S)", StaticScale)
+register("fp16_master", Master)
+register("fp16_master_scale(S)", Master)
+register("bf16_pure", lambda: Pure(torch.bfloat16))
+register("amp_fp16", lambda: Amp(torch.float16))
+register("amp_bf16", lambda: Amp(torch.bfloat16))
+
+
+def _recipes() -> tuple[str, ...]:
+    return tuple(f"{n}(S)" if n in _SCALED else n for n in _FACTORIES)
+
+
+RECIPES = _recipes()   # every recipe spec train accepts (the registered ones at import time)
+_SCALED_RE = re.compile(r"^([a-z][a-z0-9_]*)\(\s*([^)]+?)\s*\)$")
+
+
+def parse_recipe(spec: "str | Recipe") -> Recipe:
+    """``"fp32"``, ``"fp16_static_scale(1024)"``, ``"fp16_master_scale(2**10)"``, ... → a new
+    :class:`Recipe` (a recipe object is returned as it is).
+
+    The scale may be a number or ``2**k``; it must be finite and positive.
+    """
+    if isinstance(spec, Recipe):
+        return spec
+    if not isinstance(spec, str):
+        raise TypeError(f"recipe must be a str or Recipe, got {type(spec).__name__}")
+    s = spec.strip()
+    if s in _FACTORIES and s not in _SCALED:
+        return _FACTORIES[s]()
+    m = _SCALED_RE.match(s)
+    if not m or m.group(1) not in _SCALED:
+        raise ValueError(f"unknown recipe {spec!r}; accepted: {', '.join(_recipes())} "
+                         "(S a positive number or 2**k)")
+    fam, arg = m.groups()
+    pw = re.fullmatch(r"2\s*\*\*\s*(-?\d+)", arg)
+    try:
+        scale = 2.0 ** int(pw.group(1)) if pw else float(arg)
+    except ValueError:
+        raise ValueError(f"bad loss scale {arg!r} in recipe {spec!r}: give a number or 2**k") from None
+    if not (math.isfinite(scale) and scale > 0):
+        raise ValueError(f"the loss scale must be finite and > 0, got {scale} in {spec!r}")
+    return _FACTORIES[fam](scale)

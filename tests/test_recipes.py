@@ -1,0 +1,180 @@
+"""amp_edu.recipes: each recipe's events, the registry, and parity with torch's own AMP loop."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from amp_edu import recipes
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+def net(seed=0):
+    torch.manual_seed(seed)
+    return nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+
+
+def batches(seed, n, bad=()):
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for i in range(n):
+        x, y = torch.randn(16, 8, generator=g), torch.randint(0, 4, (16,), generator=g)
+        out.append((x * 1e5 if i in bad else x, y))
+    return out
+
+
+def sgd(params):
+    return torch.optim.SGD(params, lr=0.1, momentum=0.9)
+
+
+def run(recipe, model, data, clip=None):
+    recipe.before_fit(model, sgd)
+    results = []
+    for x, y in data:
+        recipe.zero_grad()
+        x = recipe.before_batch(x)
+        with recipe.forward_context():
+            logits = model(x)
+        recipe.backward(F.cross_entropy(logits.float(), y))
+        results.append(recipe.step(clip))
+    return results
+
+
+def test_every_registered_name_builds_its_recipe():
+    assert recipes.RECIPES == ("fp32", "fp16_pure", "fp16_static_scale(S)", "fp16_master",
+                               "fp16_master_scale(S)", "bf16_pure", "amp_fp16", "amp_bf16")
+    for spec in recipes.RECIPES:
+        r = recipes.parse_recipe(spec.replace("(S)", "(2**7)"))
+        assert isinstance(r, recipes.Recipe)
+        assert recipes.parse_recipe(r.name).name == r.name        # the canonical name parses back
+        assert r.name == spec.replace("(S)", "(128)")
+    assert recipes.parse_recipe("fp32") is not recipes.parse_recipe("fp32"), "one object per run"
+
+
+@pytest.mark.parametrize("clip", [None, 0.05])
+def test_amp_fp16_step_is_torchs_loop_bit_for_bit(clip):
+    """The recipe's events against the loop torch's AMP docs write, with an overflowing batch and
+    a first scale so large that the first steps are skipped."""
+    data = batches(1, 12, bad=(8,))
+    ours = net()
+    rec = recipes.Amp(torch.float16, scaler=lambda dt: torch.amp.GradScaler(dt, init_scale=2.0 ** 24,
+                                                                          growth_interval=2))
+    res = run(rec, ours, data, clip)
+    ref = net()
+    opt = sgd(ref.parameters())
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 24, growth_interval=2)
+    for x, y in data:
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast("cpu", dtype=torch.float16):
+            logits = ref(x)
+        scaler.scale(F.cross_entropy(logits.float(), y)).backward()
+        scaler.unscale_(opt)
+        if clip is not None:
+            torch.nn.utils.clip_grad_norm_(ref.parameters(), clip)
+        scaler.step(opt)
+        scaler.update()
+    assert all(torch.equal(a, b) for a, b in zip(ours.parameters(), ref.parameters()))
+    assert rec.scaler.state_dict() == scaler.state_dict()
+    assert res[8].skipped and res[0].skipped and not all(r.skipped for r in res)
+
+
+def test_amp_bf16_has_a_disabled_scaler_that_changes_nothing():
+    data = batches(2, 3)
+    a, b = net(), net()
+    rec = recipes.parse_recipe("amp_bf16")
+    run(rec, a, data)
+    assert not rec.scaler.is_enabled() and rec.scale == 1.0 and not rec.skips_nonfinite
+    opt = sgd(b.parameters())
+    for x, y in data:
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            logits = b(x)
+        F.cross_entropy(logits.float(), y).backward()
+        opt.step()
+    assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
+
+
+def test_static_scale_skips_overflow_and_unscales_the_rest():
+    m = net()
+    init = [p.detach().clone().half() for p in m.parameters()]
+    res = run(recipes.StaticScale(2.0 ** 40), m, batches(3, 2))
+    assert res == [(False, True), (False, True)]
+    assert all(torch.equal(p, i) for p, i in zip(m.parameters(), init)), "skipped steps leave the weights"
+    # a safe scale: the gradient the optimizer sees is the unscaled one (within fp16 rounding)
+    a, b = net(), net()
+    ra, rb = recipes.StaticScale(64), recipes.Pure(torch.float16)
+    for r, m in ((ra, a), (rb, b)):
+        r.before_fit(m, sgd)
+        x, y = batches(4, 1)[0]
+        r.backward(F.cross_entropy(m(r.before_batch(x)).float(), y))
+        r.after_backward()
+    ga = torch.cat([p.grad.flatten().float() for p in a.parameters()])
+    gb = torch.cat([p.grad.flatten().float() for p in b.parameters()])
+    assert torch.allclose(ga, gb, rtol=2e-2, atol=1e-4)
+
+
+def test_pure_steps_on_nonfinite_gradients_and_master_keeps_fp32_weights():
+    m = net()
+    res = run(recipes.Pure(torch.float16), m, batches(5, 1, bad=(0,)))
+    assert res == [(False, False)], "no loss scaling, no skipping: the NaN reaches the weights"
+    rec, m = recipes.Master(), net()
+    run(rec, m, batches(6, 2))
+    assert {w.dtype for w in rec.weights} == {torch.float32} and {p.dtype for p in m.parameters()} == {torch.float16}
+    assert all(torch.equal(p, w.half()) for p, w in zip(m.parameters(), rec.weights))
+    assert rec.optimizer.param_groups[0]["params"][0] is rec.weights[0]
+
+
+def test_optimizer_instance_or_factory():
+    m = net()
+    opt = sgd(m.parameters())
+    assert recipes.parse_recipe("amp_fp16").before_fit(m, opt) is opt
+    with pytest.raises(ValueError, match="master copy.*factory"):
+        recipes.Master().before_fit(net(), sgd(net().parameters()))
+    with pytest.raises(ValueError, match="model's parameters"):
+        recipes.Recipe().before_fit(m, sgd(net().parameters()))
+    with pytest.raises(TypeError, match="Optimizer or a factory"):
+        recipes.Recipe().before_fit(m, "sgd")
+    with pytest.raises(TypeError, match="nn.Module"):
+        recipes.Recipe().before_fit("mlp", sgd)
+
+
+@pytest.mark.parametrize("make, err", [
+    (lambda: recipes.Pure(torch.float32), ValueError), (lambda: recipes.Amp(torch.float32), ValueError),
+    (lambda: recipes.StaticScale(0), ValueError), (lambda: recipes.StaticScale(float("inf")), ValueError),
+    (lambda: recipes.StaticScale(True), TypeError), (lambda: recipes.Master("8"), TypeError),
+    (lambda: recipes.register("Bad Name"), ValueError), (lambda: recipes.parse_recipe("fp32(4)"), ValueError),
+    (lambda: recipes.parse_recipe("amp_fp8"), ValueError),
+])
+def test_bad_arguments(make, err):
+    with pytest.raises(err):
+        make()
+
+
+def test_adding_a_recipe_is_one_registered_class(monkeypatch):
+    monkeypatch.setattr(recipes, "_FACTORIES", dict(recipes._FACTORIES))
+    monkeypatch.setattr(recipes, "_SCALED", set(recipes._SCALED))
+
+    @recipes.register("bf16_master_scale(S)")
+    class Bf16Master(recipes.Master):
+        def __init__(self, scale):
+            super().__init__(scale)
+            recipes.Pure.__init__(self, torch.bfloat16)
+            self.name = f"bf16_master_scale({self.loss_scale:g})"
+
+    r = recipes.parse_recipe("bf16_master_scale(2**3)")
+    assert isinstance(r, Bf16Master) and r.name == "bf16_master_scale(8)"
+    m = net()
+    res = run(r, m, batches(7, 2))
+    assert {p.dtype for p in m.parameters()} == {torch.bfloat16} and res[-1] == (True, False)
+    assert "bf16_master_scale(S)" in recipes._recipes()
+    from amp_edu import data, train
+    h = train.train(data.get_task("blobs", device="cpu", n=64), "mlp", "bf16_master_scale(4)", steps=2,
+                    batch_size=8, eval_every=0)
+    assert h.recipe == "bf16_master_scale(4)" and h.steps == 2
