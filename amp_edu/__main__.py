@@ -1,9 +1,34 @@
-"""``python -m amp_edu {doctor,bench,exercises,grade}`` — the course's command line."""
+"""``python -m amp_edu {doctor,bench,exercises,grade,nbgrader}`` — the course's command line."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive whole number, got {text!r}")
+    return value
+
+
+def _grade_default(name: str):
+    from .course import grade
+    return getattr(grade, name)
 
 
 def main(argv=None) -> int:
@@ -14,9 +39,26 @@ def main(argv=None) -> int:
     b.add_argument("--quick", action="store_true", help="a short run (under a minute on a CPU)")
     b.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     sub.add_parser("exercises", help="regenerate exercises/ from solutions/")
-    g = sub.add_parser("grade", help="grade an exercise notebook")
-    g.add_argument("notebook")
+    g = sub.add_parser("grade", help="grade learner notebooks: files, or folders of them",
+                       description="Grade each notebook in its own kernel (the files are only read). "
+                       "Exit status: 0 every check passed, 1 some did not, 2 bad usage.")
+    g.add_argument("paths", nargs="+", metavar="PATH",
+                   help="a .ipynb notebook, or a folder: every .ipynb under it (checkpoints skipped)")
+    g.add_argument("--timeout", type=_seconds, default=_grade_default("DEFAULT_TIMEOUT"),
+                   metavar="SECONDS", help="time limit per cell (default %(default)g s)")
+    g.add_argument("--notebook-timeout", type=_seconds, default=None, metavar="SECONDS",
+                   help="time limit per notebook (default: %s x the cell limit)"
+                   % _grade_default("NOTEBOOK_FACTOR"))
+    g.add_argument("--jobs", type=_positive_int, default=1, metavar="N",
+                   help="grade N notebooks at once (default 1); results do not depend on N")
+    g.add_argument("--csv", metavar="FILE", help="write rows notebook,check,status,detail")
+    g.add_argument("--json", metavar="FILE", help="write the same rows with the full messages")
     g.add_argument("--smoke", action="store_true", help="run with AMP_EDU_SMOKE=1 (tiny sizes)")
+    n = sub.add_parser("nbgrader", help="write an nbgrader course folder from solutions/")
+    n.add_argument("dir", metavar="DIR", help="the nbgrader course folder to create")
+    n.add_argument("--solutions", metavar="DIR", default=None,
+                   help="where the solution notebooks are (default: the course's solutions/)")
+    n.add_argument("--force", action="store_true", help="overwrite DIR/source if it exists")
     args = ap.parse_args(argv)
 
     if args.cmd == "doctor":
@@ -32,14 +74,23 @@ def main(argv=None) -> int:
             print(f"wrote {path}")
         return 0
     if args.cmd == "grade":
-        from .course.grade import grade, report
+        from .course import classgrade
         try:
-            results = grade(args.notebook, smoke=args.smoke)
-        except ValueError as exc:
+            return classgrade.main(args.paths, timeout=args.timeout,
+                                   notebook_timeout=args.notebook_timeout, jobs=args.jobs,
+                                   csv_path=args.csv, json_path=args.json, smoke=args.smoke)
+        except classgrade.UsageError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
-        print(report(results))
-        return 0 if all(r.ok for r in results) else 1
+    if args.cmd == "nbgrader":
+        from .course import nbgrader
+        try:
+            for path in nbgrader.write_course(args.dir, args.solutions, force=args.force):
+                print(f"wrote {path}")
+        except (ValueError, FileExistsError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        return 0
     return 2  # pragma: no cover
 
 

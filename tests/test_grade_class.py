@@ -1,0 +1,285 @@
+"""Grading a class: real kernels on tiny generated notebooks, with short time limits.
+
+Every case the class grader promises is run for real: a cell that never returns, a kernel that
+exits or segfaults, a file that is not a notebook, a folder of mixed submissions (CSV/JSON, exit
+status, files left untouched, ``--jobs 1`` == ``--jobs 2``), and SIGINT/SIGTERM in the middle of a
+run with the processes counted before and after.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+import psutil
+import pytest
+
+from amp_edu.__main__ import main
+from amp_edu.course import classgrade, grade, kernel
+
+ROOT = Path(__file__).resolve().parents[1]
+LIMIT = 3.0            # the per-cell limit these tests grade with (seconds)
+SLACK = 3.0            # "within a few seconds of the limit"
+
+SOLVED = "def f(x):\n    return 2 * x"
+CHECK_F = ("# CHECK: double\n"
+           "assert f(2) == 4, 'FAIL double\\n  input: 2\\n  expected: 4\\n  got: %r\\n  hint: multiply by two' % f(2)\n"
+           "print('PASS double')")
+CHECK_G = "# CHECK: second\nprint('PASS second')"
+HANG = "import time\nwhile True:\n    time.sleep(0.2)"
+
+
+def write_nb(path: Path, *sources: str) -> Path:
+    cells = [nbformat.v4.new_markdown_cell(s[3:]) if s.startswith("MD:") else nbformat.v4.new_code_cell(s)
+             for s in sources]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nbformat.v4.new_notebook(cells=cells), str(path))
+    return path
+
+
+def by_check(result: classgrade.NotebookResult) -> dict:
+    return {c.name: c for c in result.checks}
+
+
+def kernel_pids() -> set[int]:
+    """Every ipykernel started by :mod:`amp_edu.course.kernel` on this machine (any parent)."""
+    found = set()
+    for p in psutil.process_iter(["cmdline"]):
+        cmd = " ".join(p.info["cmdline"] or [])
+        if "ipykernel_launcher" in cmd and "amp_edu_kernel_" in cmd:
+            found.add(p.pid)
+    return found
+
+
+def test_a_hanging_cell_is_a_timeout_at_its_cell_and_the_kernel_is_killed(tmp_path):
+    nb = write_nb(tmp_path / "hang.ipynb", "MD:# title", SOLVED, CHECK_F, HANG, CHECK_G)
+    before = kernel_pids()
+    t0 = time.monotonic()
+    r = classgrade.grade_file(nb, timeout=LIMIT)
+    elapsed = time.monotonic() - t0
+    checks = by_check(r)
+    assert checks["double"].status == "pass"
+    assert checks["second"].status == "timeout"
+    assert "not run: cell 4 (`import time`) timed out" in checks["second"].detail
+    assert f"{LIMIT:g} s limit per cell" in checks["second"].detail
+    # kernel start (~1 s) + the limit + the kill, and nothing of the kernel left afterwards
+    assert elapsed < LIMIT + SLACK + 2, elapsed
+    assert kernel_pids() <= before and not kernel.LIVE
+
+
+def test_the_hanging_check_cell_itself_reports_how_long_it_ran(tmp_path):
+    nb = write_nb(tmp_path / "hang.ipynb", SOLVED, "# CHECK: double\n" + HANG)
+    [c] = grade.grade(nb, timeout=LIMIT)
+    assert (c.status, c.ok) == ("timeout", False)
+    ran = float(c.message.split("was still running after ")[1].split(" s")[0])
+    assert LIMIT <= ran < LIMIT + 1, c.message
+
+
+def test_the_notebook_as_a_whole_is_bounded_too(tmp_path):
+    step = "import time; time.sleep(1.5)"
+    nb = write_nb(tmp_path / "slow.ipynb", step, step, step, CHECK_G)
+    [c] = grade.grade(nb, timeout=LIMIT, notebook_timeout=2.5)
+    assert c.status == "timeout" and "the notebook's 2.5 s limit" in c.message, c.message
+
+
+@pytest.mark.parametrize("death, how", [
+    ("import os; os._exit(3)", "exit status 3"),
+    ("import ctypes; ctypes.string_at(0)", "killed by SIGSEGV"),
+], ids=["os._exit", "segfault"])
+def test_a_kernel_that_dies_is_reported_at_its_cell_within_seconds(tmp_path, death, how):
+    nb = write_nb(tmp_path / "dies.ipynb", SOLVED, CHECK_F, death, CHECK_G)
+    t0 = time.monotonic()
+    r = classgrade.grade_file(nb, timeout=60)       # the limit is far away: death is noticed, not waited out
+    elapsed = time.monotonic() - t0
+    checks = by_check(r)
+    assert checks["double"].status == "pass"
+    assert checks["second"].status == "error"
+    assert checks["second"].detail == f"not run: kernel died in cell 3 (`{death}`): {how}"
+    assert elapsed < 10, elapsed
+    assert not kernel.LIVE
+
+
+def test_kill_ends_the_whole_process_tree_even_children_that_left_the_group(tmp_path):
+    code = ("import subprocess\n"
+            "a = subprocess.Popen(['sleep', '97'])\n"
+            "b = subprocess.Popen(['sleep', '98'], start_new_session=True)\n"
+            "print(a.pid, b.pid)")
+    with kernel.Kernel(tmp_path) as k:
+        run = k.run(code, timeout=10)
+        assert run.status == "ok", run
+        pids = [int(x) for x in run.stdout.split()] + [k.proc.pid]
+        assert all(psutil.pid_exists(p) for p in pids)
+    gone = [p for p in pids if not psutil.pid_exists(p) or psutil.Process(p).status() == psutil.STATUS_ZOMBIE]
+    assert gone == pids
+
+
+def test_files_that_are_not_notebooks_are_error_rows(tmp_path):
+    (tmp_path / "notjson.ipynb").write_text("this is not json")
+    (tmp_path / "list.ipynb").write_text("[1, 2]")
+    (tmp_path / "notes.txt").write_text("hello")
+    write_nb(tmp_path / "nochecks.ipynb", "x = 1")
+    for name, words in [("notjson.ipynb", "not a notebook"), ("list.ipynb", "not a notebook"),
+                        ("notes.txt", "not a .ipynb file"), ("nochecks.ipynb", "no check cells")]:
+        r = classgrade.grade_file(tmp_path / name, timeout=LIMIT)
+        [row] = classgrade.rows([r])
+        assert (row["check"], row["status"]) == ("(notebook)", "error"), row
+        assert words in row["detail"], row
+
+
+def make_class(folder: Path) -> dict[str, Path]:
+    """A folder of submissions as a class hands them in (and a checkpoint to be skipped)."""
+    (folder / "frank").mkdir(parents=True)
+    (folder / "frank" / "ex.ipynb").write_text("{not json")
+    return {
+        "alice": write_nb(folder / "alice" / "ex.ipynb", "MD:# ex", SOLVED, CHECK_F, CHECK_G),
+        "bob": write_nb(folder / "bob" / "ex.ipynb", "def f(x):\n    return x + 1", CHECK_F, CHECK_G),
+        "carol": write_nb(folder / "carol" / "ex.ipynb", SOLVED, CHECK_F, HANG, CHECK_G),
+        "dave": write_nb(folder / "dave" / "ex.ipynb", "import os; os._exit(3)", CHECK_F, CHECK_G),
+        "erin": write_nb(folder / "erin" / "ex.ipynb", "def f(x)\n    return 2 * x", CHECK_F, CHECK_G),
+        "frank": folder / "frank" / "ex.ipynb",
+        "skip": write_nb(folder / "alice" / ".ipynb_checkpoints" / "ex-checkpoint.ipynb", "1/0", CHECK_G),
+    }
+
+
+def digest(folder: Path) -> dict[str, str]:
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest() + str(p.stat().st_mtime_ns)
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_a_folder_of_mixed_submissions_csv_json_exit_status_and_jobs(tmp_path, capsys, monkeypatch):
+    subs = tmp_path / "subs"
+    make_class(subs)
+    before = digest(subs)
+    monkeypatch.chdir(tmp_path)
+    csv_path, json_path = tmp_path / "grades.csv", tmp_path / "grades.json"
+    rc = main(["grade", "subs", "--timeout", str(LIMIT), "--jobs", "2",
+               "--csv", str(csv_path), "--json", str(json_path)])
+    out, err = capsys.readouterr()
+    assert rc == 1
+    assert digest(subs) == before, "a submitted file was modified"
+
+    with open(csv_path, newline="") as f:
+        reader = csv.DictReader(f)
+        assert reader.fieldnames == ["notebook", "check", "status", "detail"]
+        got = [(r["notebook"], r["check"], r["status"], r["detail"]) for r in reader]
+    nb = lambda who: f"subs/{who}/ex.ipynb"  # noqa: E731
+    died = "not run: kernel died in cell 1 (`import os; os._exit(3)`): exit status 3"
+    hung = f"not run: cell 3 (`import time`) timed out (the {LIMIT:g} s limit per cell)"
+    assert got == [
+        (nb("alice"), "double", "pass", "PASS double"),
+        (nb("alice"), "second", "pass", "PASS second"),
+        (nb("bob"), "double", "fail", "hint: multiply by two"),
+        (nb("bob"), "second", "pass", "PASS second"),
+        (nb("carol"), "double", "pass", "PASS double"),
+        (nb("carol"), "second", "timeout", hung),
+        (nb("dave"), "double", "error", died),
+        (nb("dave"), "second", "error", died),
+        (nb("erin"), "double", "error", "NameError: name 'f' is not defined"),
+        (nb("erin"), "second", "pass", "PASS second"),
+        (nb("frank"), "(notebook)", "error",
+         "not a notebook: NotJSONError: Notebook does not appear to be JSON: '{not json'"),
+    ]
+
+    data = json.loads(json_path.read_text())
+    full = {(r["notebook"], r["check"]): r for r in data["rows"]}
+    assert [(r["notebook"], r["check"], r["status"], r["detail"]) for r in data["rows"]] == got
+    bob = full[(nb("bob"), "double")]
+    assert "expected: 4" in bob["message"] and "got: 3" in bob["message"]
+    assert "SyntaxError" in full[(nb("erin"), "double")]["message"]        # the earlier cell is named
+    assert bob["cell"] == 2 and data["interrupted"] is False
+    seconds = {n["notebook"]: n["seconds"] for n in data["notebooks"]}
+    assert seconds[nb("carol")] < 2 * LIMIT + SLACK      # the hang cost about one limit, not more
+
+    # progress on stderr, one line per notebook with its time; the table last on stdout
+    assert len([ln for ln in err.splitlines() if ln.startswith("[")]) == 6
+    assert f"{nb('carol')}: 1/2 checks passed; timeout:" in err and " s)" in err
+    table = out[out.index("notebook  "):]
+    assert "TIMEOUT" in table and "FAIL" in table and "ERROR: not a notebook" in table
+    assert out.rstrip().splitlines()[-2] == "1/6 notebooks passed every check"
+
+    # the same class with one kernel at a time gives the same rows
+    again = classgrade.grade_class([subs], jobs=1, timeout=LIMIT)
+    assert [(r["notebook"], r["check"], r["status"], r["detail"]) for r in classgrade.rows(again)] == got
+
+
+def test_one_notebook_keeps_the_per_check_report_and_exit_codes(tmp_path, capsys):
+    ok = write_nb(tmp_path / "ok.ipynb", SOLVED, CHECK_F, CHECK_G)
+    assert main(["grade", str(ok), "--timeout", "30"]) == 0
+    out = capsys.readouterr().out
+    assert "[PASS] double\n[PASS] second\n2/2 checks passed" in out
+
+    bad = write_nb(tmp_path / "bad.ipynb", "def f(x):\n    return x", CHECK_F, CHECK_G)
+    assert main(["grade", str(bad), "--timeout", "30"]) == 1
+    out = capsys.readouterr().out
+    assert "[FAIL] double\n       AssertionError: FAIL double" in out and "hint: multiply by two" in out
+
+
+def test_bad_usage_exits_2(tmp_path, capsys):
+    assert main(["grade", str(tmp_path / "missing.ipynb")]) == 2
+    assert "no such file or folder" in capsys.readouterr().err
+    (tmp_path / "empty").mkdir()
+    assert main(["grade", str(tmp_path / "empty")]) == 2
+    assert "no .ipynb notebook found" in capsys.readouterr().err
+    for bad in (["--jobs", "0"], ["--timeout", "-1"], ["--timeout", "soon"], []):
+        with pytest.raises(SystemExit) as exc:
+            main(["grade", *bad] + ([str(tmp_path)] if bad else []))
+        assert exc.value.code == 2
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_stops_the_run_reports_it_and_leaves_no_process(tmp_path, sig):
+    """Grade [alice (quick), carol (hangs with a child process), zed]: signal while carol hangs."""
+    subs = tmp_path / "subs"
+    write_nb(subs / "a_alice.ipynb", SOLVED, CHECK_F, CHECK_G)
+    write_nb(subs / "b_carol.ipynb", SOLVED, CHECK_F,
+             "import subprocess\nchild = subprocess.Popen(['sleep', '123.25'])\n" + HANG, CHECK_G)
+    write_nb(subs / "c_zed.ipynb", SOLVED, CHECK_F)
+    me = psutil.Process()
+    children_before = {p.pid for p in me.children(recursive=True)}
+    csv_path = tmp_path / "partial.csv"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen([sys.executable, "-m", "amp_edu", "grade", str(subs), "--timeout", "120",
+                             "--csv", str(csv_path)], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        seen: set[int] = set()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:       # wait until carol's kernel and its child run
+            family = psutil.Process(proc.pid).children(recursive=True)
+            seen |= {p.pid for p in family}
+            if any(p.name() == "sleep" for p in family):
+                break
+            time.sleep(0.1)
+        else:
+            pytest.fail("the hanging notebook never started")
+        assert len(seen) >= 2                      # a kernel and its child
+        t0 = time.monotonic()
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=20)
+        stopped_in = time.monotonic() - t0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert stopped_in < 8, stopped_in
+    assert proc.returncode == 128 + sig, (proc.returncode, out, err)
+    assert "graded 1/3 notebooks" in out and "(interrupted)" in out
+    assert "a_alice.ipynb  pass    pass" in out
+    rows = list(csv.DictReader(open(csv_path)))
+    assert [(r["check"], r["status"]) for r in rows] == [
+        ("double", "pass"), ("second", "pass"),
+        ("(notebook)", "error"), ("(notebook)", "error")]
+    assert rows[-1]["detail"] == "not graded: the run was interrupted"
+    survivors = [p for p in seen if psutil.pid_exists(p)
+                 and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+    assert survivors == []
+    assert not [p for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"] == ["sleep", "123.25"]]
+    assert {p.pid for p in me.children(recursive=True)} == children_before
