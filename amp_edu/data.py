@@ -42,6 +42,7 @@ import torch
 import torch.nn.functional as F
 
 from .device import pick, pick_device
+from .validate import check_int
 
 __all__ = ["Task", "TASKS", "get_task", "zen_text", "make_blobs", "make_spirals", "make_shapes",
            "SHAPE_CLASSES"]
@@ -82,16 +83,14 @@ class Task:
         The indices are drawn on the CPU from ``generator``, so a seeded generator gives the same
         batches on every device.
         """
-        if not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+        batch_size = check_int(batch_size, "batch_size", min=1)
         idx = torch.randint(0, self.n_train, (batch_size,), generator=generator)
         idx = idx.to(self.device)
         return self.x_train[idx], self.y_train[idx]
 
     def eval_batches(self, batch_size: int = 512) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         """The held-out set in order, in batches of ``batch_size``."""
-        if not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+        batch_size = check_int(batch_size, "batch_size", min=1)
         for i in range(0, self.x_eval.shape[0], batch_size):
             yield self.x_eval[i:i + batch_size], self.y_eval[i:i + batch_size]
 
@@ -243,12 +242,11 @@ def get_task(name: str, *, seed: int = 0, device=None, n: int | None = None,
     """
     if not isinstance(name, str) or name not in TASKS:
         raise ValueError(f"unknown task {name!r}; accepted: {', '.join(TASKS)}")
-    if not isinstance(seed, int):
-        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
-    if n is not None and (not isinstance(n, int) or n < 8):
-        raise ValueError(f"n must be an int >= 8, got {n!r}")
-    if block_size is not None and (not isinstance(block_size, int) or not 1 <= block_size <= 256):
-        raise ValueError(f"block_size must be an int in [1, 256], got {block_size!r}")
+    seed = check_int(seed, "seed")
+    if n is not None:
+        n = check_int(n, "n", min=8)
+    if block_size is not None:
+        block_size = check_int(block_size, "block_size", min=1, max=256)
     dev = torch.device(device) if device is not None else pick_device()
     gen = torch.Generator().manual_seed(seed + 1)
     if name == "chars":

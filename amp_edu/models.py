@@ -23,16 +23,52 @@ device. :data:`DEFAULT_MODEL` names each task's natural model; ``build(None, tas
 
 from __future__ import annotations
 
+import contextlib
 import math
+from typing import Callable, Sequence
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 from .device import pick
+from .validate import check_int
 
 __all__ = ["MLP", "CNN", "TransformerBlock", "CharTransformer", "MODELS", "DEFAULT_MODEL", "build",
-           "n_params"]
+           "n_params", "seeded", "mlp"]
+
+
+@contextlib.contextmanager
+def seeded(seed: int):
+    """Run the block with torch's global CPU RNG seeded to ``seed``, and put the RNG back after.
+
+    Modules draw their initial weights from the global RNG, so building one inside ``seeded(s)``
+    gives the same weights every time (and on every device, if built on the CPU first), without
+    disturbing the random numbers the learner's own code draws next."""
+    seed = check_int(seed, "seed")
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        yield
+
+
+def mlp(widths: Sequence[int], *, activation: Callable[[], nn.Module] = nn.ReLU, final_activation: bool = False,
+        seed: int | None = None, device=None, dtype: torch.dtype | None = None) -> nn.Sequential:
+    """``Linear(w0, w1) → act → Linear(w1, w2) → ... → Linear(w_{n-2}, w_{n-1})`` as one
+    ``nn.Sequential`` (an ``act`` after the last Linear too if ``final_activation``).
+
+    ``activation`` is a module class (``nn.ReLU``, ``nn.GELU``...). With a ``seed`` the weights
+    come from :func:`seeded` (the same seed gives the same weights); then the model is moved to
+    ``device`` / ``dtype``."""
+    if not isinstance(widths, (list, tuple)) or len(widths) < 2:
+        raise ValueError(f"widths must be a list of at least 2 ints, got {widths!r}")
+    widths = [check_int(w, "each width", min=1) for w in widths]
+    with (seeded(seed) if seed is not None else contextlib.nullcontext()):
+        layers: list[nn.Module] = []
+        for i, (a, b) in enumerate(zip(widths[:-1], widths[1:])):
+            layers.append(nn.Linear(a, b))
+            if final_activation or i < len(widths) - 2:
+                layers.append(activation())
+    return nn.Sequential(*layers).to(device=device, dtype=dtype)
 
 
 class MLP(nn.Module):
@@ -148,8 +184,7 @@ def build(name: str | None, task, *, seed: int = 0, **kwargs) -> nn.Module:
         raise ValueError(f"unknown model {name!r}; accepted: {', '.join(MODELS)}")
     if not hasattr(task, "kind") or not hasattr(task, "n_classes"):
         raise TypeError(f"task must be an amp_edu.data.Task, got {type(task).__name__}")
-    if not isinstance(seed, int):
-        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
+    seed = check_int(seed, "seed")
     dev = task.device
     if name == "transformer":
         if task.kind != "lm":
@@ -171,7 +206,6 @@ def build(name: str | None, task, *, seed: int = 0, **kwargs) -> nn.Module:
         cfg.update(kwargs)
         ctor = lambda: MLP(math.prod(task.input_shape), task.n_classes, **cfg)  # noqa: E731
     # Build on the CPU under a forked RNG so weights are identical on every device.
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+    with seeded(seed):
         model = ctor()
     return model.to(dev)

@@ -112,3 +112,24 @@ def test_batch_size_must_be_positive():
         t.batch(0)
     with pytest.raises(ValueError, match="batch_size"):
         next(t.eval_batches(-1))
+
+
+@pytest.mark.parametrize("bad", [True, False, 2.0, "8", None])
+def test_batch_rejects_bools_and_non_ints_before_torch_sees_them(bad):
+    t = data.get_task("blobs", device="cpu", n=64)
+    with pytest.raises(TypeError, match="batch_size must be an int"):   # True used to reach torch.randint
+        t.batch(bad)
+    with pytest.raises(TypeError, match="batch_size must be an int"):
+        next(t.eval_batches(bad))
+
+
+@pytest.mark.parametrize("kwargs", [dict(seed=True), dict(seed=None), dict(n=True), dict(block_size=True)])
+def test_get_task_rejects_bools(kwargs):
+    with pytest.raises(TypeError, match="must be an int"):            # seed=True used to crash in torch
+        data.get_task("chars" if "block_size" in kwargs else "blobs", device="cpu", **kwargs)
+
+
+def test_numpy_ints_are_ints():
+    np = pytest.importorskip("numpy")
+    t = data.get_task("blobs", device="cpu", n=np.int64(64), seed=np.int64(3))
+    assert t.batch(np.int64(5))[0].shape[0] == 5

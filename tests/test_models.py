@@ -82,3 +82,34 @@ def test_task_must_be_a_task():
         models.build("mlp", "blobs")
     with pytest.raises(ValueError, match="divisible"):
         models.TransformerBlock(30, 4)
+
+
+def test_seeded_gives_the_same_weights_and_restores_the_rng():
+    torch.manual_seed(123)
+    want_next = torch.rand(3)
+    torch.manual_seed(123)
+    with models.seeded(5):
+        a = torch.nn.Linear(3, 3).weight.detach().clone()
+    with models.seeded(5):
+        b = torch.nn.Linear(3, 3).weight.detach().clone()
+    assert torch.equal(a, b)
+    assert torch.equal(torch.rand(3), want_next)           # the learner's RNG stream is untouched
+    with pytest.raises(TypeError, match="seed must be an int"):
+        with models.seeded(True):
+            pass
+
+
+def test_mlp_builder():
+    m = models.mlp([4, 8, 8, 2], seed=0)
+    assert [type(x).__name__ for x in m] == ["Linear", "ReLU", "Linear", "ReLU", "Linear"]
+    m2 = models.mlp([4, 8, 2], activation=torch.nn.GELU, final_activation=True, dtype=torch.float16)
+    assert [type(x).__name__ for x in m2] == ["Linear", "GELU", "Linear", "GELU"] and m2[0].weight.dtype == torch.float16
+    assert all(torch.equal(p, q) for p, q in zip(m.parameters(), models.mlp([4, 8, 8, 2], seed=0).parameters()))
+    for bad, err in [([4], ValueError), ([4, 0], ValueError), ([4, True], TypeError), ("48", ValueError)]:
+        with pytest.raises(err):
+            models.mlp(bad)
+
+
+def test_build_rejects_a_bool_seed(tasks):
+    with pytest.raises(TypeError, match="seed must be an int"):
+        models.build("mlp", tasks["blobs"], seed=True)
