@@ -121,12 +121,21 @@ def _build_optimizer(optimizer, weights: list, model_params: list, recipe: str) 
 class Recipe:
     """The ``fp32`` recipe, and the base class: every event does what a plain fp32 loop does.
 
+    Its loss scaler is ``scaler`` when one is given (a GradScaler-like object, or a factory
+    ``scaler(device_type)``), else a *disabled* ``torch.amp.GradScaler``: every call a no-op
+    (``scale`` returns the loss, ``step`` just calls ``optimizer.step()``), as in nanoGPT's
+    ``GradScaler(enabled=...)``, so a recipe without loss scaling needs no branch of its own.
+    ``Recipe(scaler=torch.amp.GradScaler("cpu"))`` is fp32 with dynamic loss scaling.
+
     One recipe object serves one run at a time: :meth:`before_fit` (re)binds it to a model.
     """
 
     name = "fp32"
     param_dtype = torch.float32      # dtype of the model's weights in forward and backward
-    scaler = None                    # a recipe with a GradScaler sets it in before_fit
+    scaler_spec = None               # the ``scaler`` argument
+
+    def __init__(self, scaler=None) -> None:
+        self.scaler_spec = scaler
 
     def __repr__(self) -> str:
         return f"<recipe {self.name}>"
@@ -140,6 +149,9 @@ class Recipe:
         self.device_type = self.params[0].device.type if self.params else "cpu"
         self.weights = self.optimizer_weights(self.params)
         self.optimizer = _build_optimizer(optimizer, self.weights, self.params, self.name)
+        spec = self.scaler_spec
+        self.scaler = (self.default_scaler(self.device_type) if spec is None
+                       else spec(self.device_type) if callable(spec) else spec)
         return self.optimizer
 
     def cast_model(self, model: nn.Module) -> None:
@@ -149,11 +161,14 @@ class Recipe:
         """The tensors the optimizer updates: the model's own parameters."""
         return params
 
+    def default_scaler(self, device_type: str):
+        return torch.amp.GradScaler(device_type, enabled=False)
+
     # --- every step ---------------------------------------------------------------------------
     @property
     def scale(self) -> float:
         """The loss scale the next backward uses (1.0 without loss scaling)."""
-        return 1.0
+        return float(self.scaler.get_scale())
 
     @property
     def input_dtype(self) -> torch.dtype | None:
@@ -163,7 +178,7 @@ class Recipe:
     @property
     def skips_nonfinite(self) -> bool:
         """Whether a step with an inf/NaN gradient is skipped (only recipes that scale the loss)."""
-        return False
+        return self.scaler.is_enabled()
 
     def zero_grad(self) -> None:
         for p in self.params:
@@ -177,28 +192,31 @@ class Recipe:
 
     def before_backward(self, loss: torch.Tensor) -> torch.Tensor:
         """The tensor to call ``backward`` on: the loss times the loss scale."""
-        return loss
+        return self.scaler.scale(loss)
 
     def backward(self, loss: torch.Tensor) -> None:
         self.before_backward(loss).backward()
 
     def after_backward(self) -> None:
         """Make the gradients of :attr:`weights` the true (unscaled) gradients."""
+        self.scaler.unscale_(self.optimizer)
 
     def step(self, clip_grad_norm: float | None = None) -> StepResult:
         """Unscale, check for inf/NaN, clip the unscaled gradients, step (or skip) — one place."""
         self.after_backward()
         finite = all_finite([w.grad for w in self.weights])
         skip = self.skips_nonfinite and not finite
-        if clip_grad_norm is not None and not skip:
+        if clip_grad_norm is not None and not skip:          # before_step
             torch.nn.utils.clip_grad_norm_(self.weights, clip_grad_norm)
         self.optimizer_step(skip)
+        self.after_step(skip)
         return StepResult(finite, skip)
 
     def optimizer_step(self, skip: bool) -> None:
-        if not skip:
-            self.optimizer.step()
-        self.after_step(skip)
+        """Step the optimizer unless ``skip``. Through the scaler: it decides by itself (it skips
+        on the inf it found in ``unscale_``; a disabled one always steps) and updates the scale."""
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
 
     def after_step(self, skip: bool) -> None:
         """After the optimizer step (or the skip): nothing to do when the model's weights stepped."""
@@ -259,16 +277,19 @@ class StaticScale(Pure):
             if p.grad is not None:
                 p.grad.mul_(1.0 / self.loss_scale)
 
+    def optimizer_step(self, skip: bool) -> None:
+        if not skip:
+            self.optimizer.step()
 
-class Master(Pure):
+
+class Master(StaticScale):
     """``fp16_master`` / ``fp16_master_scale(S)``: an fp16 model for forward and backward, and an
     fp32 **master copy** of the weights that the optimizer updates. The fp16 gradients are copied
     to fp32 and unscaled there (× 1/S); after the step the fp16 weights are re-copied from the
-    master copy. ``scale=None``: no loss scaling (and no skipped steps)."""
+    master copy. ``scale=None``: no loss scaling (S = 1, and no skipped steps)."""
 
     def __init__(self, scale: float | None = None) -> None:
-        super().__init__(torch.float16)
-        self.loss_scale = 1.0 if scale is None else _check_scale(scale)
+        super().__init__(1.0 if scale is None else scale)
         self.scaled = scale is not None
         self.name = f"fp16_master_scale({self.loss_scale:g})" if self.scaled else "fp16_master"
 
@@ -276,15 +297,10 @@ class Master(Pure):
         return [p.detach().float().clone() for p in params]
 
     @property
-    def scale(self) -> float:
-        return self.loss_scale
-
-    @property
     def skips_nonfinite(self) -> bool:
         return self.scaled
 
-    def before_backward(self, loss):
-        return loss * self.loss_scale        # × 1.0 without a scale: exact, so no branch
+    # before_backward: loss * S (× 1.0 without a scale: exact, so no branch)
 
     def after_backward(self) -> None:
         for p, m in zip(self.params, self.weights):
@@ -299,48 +315,22 @@ class Master(Pure):
 
 class Amp(Recipe):
     """``amp_fp16`` / ``amp_bf16``: fp32 weights, the forward under ``torch.autocast(device, dtype)``,
-    and a loss scaler: ``torch.amp.GradScaler(device, enabled=(dtype is torch.float16))`` unless
-    ``scaler`` is given — a scaler object, or a factory ``scaler(device_type)`` (e.g. the course's
-    own :class:`amp_edu.scaler.GradScaler`). A disabled scaler does nothing (``scale`` returns the
-    loss, ``step`` just calls ``optimizer.step()``), so bf16 needs no branch of its own."""
+    and ``torch.amp.GradScaler(device, enabled=(dtype is torch.float16))`` unless ``scaler`` is
+    given (e.g. the course's own :class:`amp_edu.scaler.GradScaler`). bf16 has fp32's exponent
+    range, so its scaler is disabled and does nothing."""
 
     def __init__(self, dtype: torch.dtype = torch.float16, scaler=None) -> None:
         if dtype not in (torch.float16, torch.bfloat16):
             raise ValueError(f"autocast runs in torch.float16 or torch.bfloat16, got {dtype!r}")
+        super().__init__(scaler)
         self.autocast_dtype = dtype
-        self.scaler_spec = scaler
         self.name = f"amp_{formats.name_of(dtype)}"
 
-    def make_scaler(self, device_type: str):
-        if self.scaler_spec is None:
-            return torch.amp.GradScaler(device_type, enabled=self.autocast_dtype == torch.float16)
-        return self.scaler_spec(device_type) if callable(self.scaler_spec) else self.scaler_spec
-
-    def before_fit(self, model, optimizer):
-        opt = super().before_fit(model, optimizer)
-        self.scaler = self.make_scaler(self.device_type)
-        return opt
-
-    @property
-    def scale(self) -> float:
-        return float(self.scaler.get_scale())
-
-    @property
-    def skips_nonfinite(self) -> bool:
-        return self.scaler.is_enabled()
+    def default_scaler(self, device_type: str):
+        return torch.amp.GradScaler(device_type, enabled=self.autocast_dtype == torch.float16)
 
     def forward_context(self):
         return torch.autocast(self.device_type, dtype=self.autocast_dtype)
-
-    def before_backward(self, loss):
-        return self.scaler.scale(loss)
-
-    def after_backward(self) -> None:
-        self.scaler.unscale_(self.optimizer)
-
-    def optimizer_step(self, skip: bool) -> None:
-        self.scaler.step(self.optimizer)      # skips by itself on the inf it found in unscale_
-        self.scaler.update()
 
 
 # --- the registry: recipe names -> objects ----------------------------------------------------

@@ -78,7 +78,7 @@ class History:
     eval_accuracy: list = field(default_factory=list)
     model: nn.Module | None = field(default=None, repr=False)
     optimizer: torch.optim.Optimizer | None = field(default=None, repr=False)
-    scaler: object = field(default=None, repr=False)  # the recipe's GradScaler (AMP recipes)
+    scaler: object = field(default=None, repr=False)  # the enabled GradScaler (amp_fp16), else None
 
     @property
     def steps(self) -> int:
@@ -232,7 +232,8 @@ def train(task, model: "nn.Module | str | None" = None, recipe: "str | Recipe" =
     opt = rec.before_fit(model, lambda params: make_optimizer(params, optimizer, lr=lr, momentum=momentum,
                                                               weight_decay=weight_decay))
     sched = scheduler(opt) if scheduler is not None else _NoScheduler()
-    hist = History(rec.name, model=model, optimizer=opt, scaler=rec.scaler)
+    hist = History(rec.name, model=model, optimizer=opt,
+                   scaler=rec.scaler if rec.scaler.is_enabled() else None)
     for step in range(1, steps + 1):
         _sync(dev)
         t0 = time.perf_counter()

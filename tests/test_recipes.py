@@ -178,3 +178,20 @@ def test_adding_a_recipe_is_one_registered_class(monkeypatch):
     h = train.train(data.get_task("blobs", device="cpu", n=64), "mlp", "bf16_master_scale(4)", steps=2,
                     batch_size=8, eval_every=0)
     assert h.recipe == "bf16_master_scale(4)" and h.steps == 2
+
+
+def test_fp32_with_a_dynamic_scaler_is_torchs_scaled_fp32_loop():
+    """``Recipe(scaler=...)``: fp32 weights, no autocast, a real GradScaler (what the scaler
+    benchmark times as its whole training step)."""
+    data = batches(8, 4, bad=(1,))
+    a, b = net(), net()
+    rec = recipes.Recipe(scaler=torch.amp.GradScaler("cpu", init_scale=2.0 ** 120))
+    res = run(rec, a, data)
+    opt, scaler = sgd(b.parameters()), torch.amp.GradScaler("cpu", init_scale=2.0 ** 120)
+    for x, y in data:
+        opt.zero_grad(set_to_none=True)
+        scaler.scale(F.cross_entropy(b(x), y)).backward()
+        scaler.step(opt)
+        scaler.update()
+    assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
+    assert rec.scaler.get_scale() == scaler.get_scale() and [r.skipped for r in res] == [False, True, False, False]

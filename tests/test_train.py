@@ -75,9 +75,7 @@ def test_fp32_learns_and_history_is_complete(task):
 def test_recipes_put_weights_in_the_right_dtype(task, recipe, dtype):
     h = T.train(task, small(task), recipe, steps=2, batch_size=8, lr=0.01, optimizer="sgd", eval_every=0)
     assert {p.dtype for p in h.model.parameters()} == {dtype}
-    # only amp_fp16 has an enabled scaler; amp_bf16's is disabled, the others have none
-    assert (h.scaler is not None and h.scaler.is_enabled()) == (recipe == "amp_fp16")
-    assert (h.scaler is not None) == recipe.startswith("amp")
+    assert (h.scaler is not None) == (recipe == "amp_fp16")      # the only enabled scaler
     assert all(math.isfinite(x) for x in h.loss)
 
 
