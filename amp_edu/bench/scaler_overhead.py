@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import torch
 
 from ..device import pick, pick_device
+from ..recipes import Recipe
 from ..scaler import GradScaler
 from .env import others_busy
 from .timing import Timing, compare, measure
@@ -86,12 +87,13 @@ def _scaler_ops(scaler, opt, loss):
 
 
 def _train_step(model, scaler, opt, x):
+    rec = Recipe(scaler=scaler)              # fp32 + dynamic loss scaling: amp_edu.train's step
+    rec.before_fit(model, opt)
+
     def step():
-        opt.zero_grad(set_to_none=True)
-        loss = model(x).square().mean()
-        scaler.scale(loss).backward()
-        scaler.step(opt)
-        scaler.update()
+        rec.zero_grad()
+        rec.backward(model(x).square().mean())
+        rec.step()
     return step
 
 

@@ -11,14 +11,13 @@ device) and, on a GPU, the allocator's peak during a step (``torch.cuda.max_memo
 
 from __future__ import annotations
 
-import contextlib
-
 import torch
 import torch.nn.functional as F
 
 from .. import memory
 from ..device import DeviceInfo
 from ..models import MLP, n_params
+from ..recipes import parse_recipe
 from .env import tf32
 from .matmul import slow_path
 from .timing import measure
@@ -45,23 +44,16 @@ def unsupported(recipe: str, dev: DeviceInfo) -> str | None:
 
 def make_step(model, x, y, recipe: str):
     """``step()`` doing one full training step of ``model`` on ``(x, y)`` with ``recipe``."""
-    dtype = recipe_dtype(recipe)
-    dev_type = x.device.type
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    scaler = torch.amp.GradScaler(dev_type) if recipe == "amp_fp16" else None
-    ctx = (lambda: torch.autocast(dev_type, dtype=dtype)) if recipe != "fp32" else contextlib.nullcontext
+    recipe_dtype(recipe)                             # one of the benchmarked recipes
+    rec = parse_recipe(recipe)                       # the step amp_edu.train runs (amp_edu.recipes)
+    rec.before_fit(model, lambda params: torch.optim.AdamW(params, lr=1e-3))
 
     def step():
-        opt.zero_grad(set_to_none=True)
-        with ctx():
+        rec.zero_grad()
+        with rec.forward_context():
             loss = F.cross_entropy(model(x), y)
-        if scaler is not None:
-            scaler.scale(loss).backward()
-            scaler.step(opt)
-            scaler.update()
-        else:
-            loss.backward()
-            opt.step()
+        rec.backward(loss)
+        rec.step()
         return loss
 
     return step

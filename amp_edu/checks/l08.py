@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..recipes import Amp
 from ..study import num_threads
 from .core import call_learner, fail, passed, require_callable
 
@@ -27,18 +28,18 @@ __all__ = ["reference_train_amp", "situations", "check_train_amp"]
 def reference_train_amp(model, optimizer, scaler, batches, *, accum_steps=1, max_norm=None,
                         device_type="cpu", dtype=torch.float16):
     """The recipe: autocast around forward + loss; scaled backward every micro-batch; and only on
-    the micro-batch that completes a group: unscale_ → clip → step → update → zero_grad."""
+    the micro-batch that completes a group: unscale_ → clip → step → update → zero_grad
+    (:meth:`amp_edu.recipes.Recipe.step`, the step ``amp_edu.train`` runs)."""
+    recipe = Amp(dtype, scaler=scaler)
+    recipe.before_fit(model, optimizer)
+    recipe.device_type = device_type
     optimizer.zero_grad(set_to_none=True)
     for i, (x, y) in enumerate(batches, start=1):
-        with torch.autocast(device_type, dtype=dtype):
+        with recipe.forward_context():
             loss = F.cross_entropy(model(x), y) / accum_steps
-        scaler.scale(loss).backward()
+        recipe.backward(loss)
         if i % accum_steps == 0:
-            if max_norm is not None:
-                scaler.unscale_(optimizer)
-                torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
-            scaler.step(optimizer)
-            scaler.update()
+            recipe.step(clip_grad_norm=max_norm)
             optimizer.zero_grad(set_to_none=True)
 
 
