@@ -1,11 +1,11 @@
-"""A run resumed from amp_edu.recipe.checkpoint continues bit for bit like one that never stopped."""
+"""A run resumed from amp_edu.checkpoint.checkpoint continues bit for bit like one that never stopped."""
 
 import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from amp_edu import recipe
+from amp_edu import checkpoint as ckpt_mod
 
 
 @pytest.fixture(autouse=True)
@@ -84,12 +84,12 @@ def test_resume_from_disk_is_bit_exact(tmp_path):
     want, _ = uninterrupted()
     model, opt, scaler, sched, gen = fresh(0)
     run(model, opt, scaler, sched, gen, K)
-    torch.save(recipe.checkpoint(model, opt, scaler, sched, step=K, generators={"data": gen}), tmp_path / "ckpt.pt")
+    torch.save(ckpt_mod.checkpoint(model, opt, scaler, sched, step=K, generators={"data": gen}), tmp_path / "ckpt.pt")
     del model, opt, scaler, sched, gen
     torch.manual_seed(12345)                               # the new process's RNG is elsewhere
     model, opt, scaler, sched, gen = fresh(7)              # different weights, RNG and batches
     ckpt = torch.load(tmp_path / "ckpt.pt", weights_only=False)
-    assert recipe.restore(ckpt, model, opt, scaler, sched, generators={"data": gen}) == K
+    assert ckpt_mod.restore(ckpt, model, opt, scaler, sched, generators={"data": gen}) == K
     run(model, opt, scaler, sched, gen, N - K)
     assert_same(snapshot(model, opt, scaler, sched), want)
 
@@ -98,9 +98,9 @@ def test_forgetting_the_scaler_breaks_the_resume():
     want, _ = uninterrupted()
     model, opt, scaler, sched, gen = fresh(0)
     run(model, opt, scaler, sched, gen, K)
-    ckpt = recipe.checkpoint(model, opt, None, sched, generators={"data": gen})
+    ckpt = ckpt_mod.checkpoint(model, opt, None, sched, generators={"data": gen})
     model, opt, scaler, sched, gen = fresh(7)
-    recipe.restore(ckpt, model, opt, None, sched, generators={"data": gen})
+    ckpt_mod.restore(ckpt, model, opt, None, sched, generators={"data": gen})
     run(model, opt, scaler, sched, gen, N - K)              # a brand-new scaler: starts at 2**20 again
     with pytest.raises(AssertionError):
         assert_same(snapshot(model, opt, scaler, sched), want)
@@ -109,7 +109,7 @@ def test_forgetting_the_scaler_breaks_the_resume():
 def test_checkpoint_is_a_copy_not_a_view_of_live_state():
     model, opt, scaler, sched, gen = fresh(0)
     run(model, opt, scaler, sched, gen, K)
-    ckpt = recipe.checkpoint(model, opt, scaler, sched, generators={"data": gen})
+    ckpt = ckpt_mod.checkpoint(model, opt, scaler, sched, generators={"data": gen})
     aliased = {"model": model.state_dict()}                 # what a naive in-memory checkpoint keeps
     frozen = {k: v.clone() for k, v in ckpt["model"].items()}
     run(model, opt, scaler, sched, gen, 3)
@@ -119,25 +119,35 @@ def test_checkpoint_is_a_copy_not_a_view_of_live_state():
 
 def test_restore_refuses_mismatched_pieces():
     model, opt, scaler, sched, gen = fresh(0)
-    ckpt = recipe.checkpoint(model, opt, scaler, sched, generators={"data": gen})
+    ckpt = ckpt_mod.checkpoint(model, opt, scaler, sched, generators={"data": gen})
     with pytest.raises(ValueError, match="scaler"):
-        recipe.restore(ckpt, model, opt, None, sched, generators={"data": gen})
+        ckpt_mod.restore(ckpt, model, opt, None, sched, generators={"data": gen})
     with pytest.raises(ValueError, match="generators"):
-        recipe.restore(ckpt, model, opt, scaler, sched)
+        ckpt_mod.restore(ckpt, model, opt, scaler, sched)
     with pytest.raises(TypeError):
-        recipe.restore({"x": 1}, model, opt)
+        ckpt_mod.restore({"x": 1}, model, opt)
     with pytest.raises(TypeError):
-        recipe.checkpoint(model, "adam")
+        ckpt_mod.checkpoint(model, "adam")
     with pytest.raises(TypeError):
-        recipe.checkpoint(model, opt, generators={"data": 3})
+        ckpt_mod.checkpoint(model, opt, generators={"data": 3})
 
 
 def test_checkpoint_rejects_bad_step_and_generators():
     m = nn.Linear(2, 2)
     o = torch.optim.SGD(m.parameters(), lr=0.1)
     with pytest.raises(ValueError, match="step"):
-        recipe.checkpoint(m, o, step=-1)
+        ckpt_mod.checkpoint(m, o, step=-1)
     with pytest.raises(ValueError, match="step"):
-        recipe.checkpoint(m, o, step="5")
+        ckpt_mod.checkpoint(m, o, step="5")
     with pytest.raises(TypeError, match="dict"):
-        recipe.checkpoint(m, o, generators=[torch.Generator()])
+        ckpt_mod.checkpoint(m, o, generators=[torch.Generator()])
+
+
+def test_the_old_module_name_still_works():
+    """Lesson 08 was written against ``amp_edu.recipe``: it stays an alias of amp_edu.checkpoint."""
+    import importlib
+    import sys
+    sys.modules.pop("amp_edu.recipe", None)
+    with pytest.warns(PendingDeprecationWarning, match="amp_edu.checkpoint"):
+        old = importlib.import_module("amp_edu.recipe")
+    assert old.checkpoint is ckpt_mod.checkpoint and old.restore is ckpt_mod.restore
