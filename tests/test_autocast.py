@@ -12,7 +12,7 @@ import torch.nn.functional as F
 import amp_edu.autocast as ac
 import amp_edu.autocast.mode as mode_mod
 from amp_edu.autocast import autocast, policy
-from amp_edu.autocast.mode import _cache_for_tests
+from amp_edu.autocast.mode import weight_cache as _cache_for_tests
 
 BF16, FP16, FP32, FP64 = torch.bfloat16, torch.float16, torch.float32, torch.float64
 
@@ -98,10 +98,31 @@ def test_decorator_and_reentry():
         autocast("cpu")(3)
 
 
-def test_torch_autocast_stays_off_inside():
+def test_torch_queries_see_the_region_but_torch_does_not_cast():
+    x = torch.randn(4, 4)
+    assert not torch.is_autocast_enabled("cpu")
+    with autocast("cpu", dtype=FP16, policy="cuda", cache_enabled=False):
+        assert torch.is_autocast_enabled("cpu") and torch._C._is_any_autocast_enabled()
+        assert torch.get_autocast_dtype("cpu") == FP16 and not torch.is_autocast_cache_enabled()
+        assert ac.is_autocast_enabled("cpu") and not ac.is_autocast_cache_enabled()
+        # torch's CPU table casts cat to fp32 (promote) and fft_fft to fp32; the CUDA table does
+        # neither, and that is the table in force: torch's own kernels did not run
+        h = torch.randn(4, dtype=FP16)
+        assert torch.fft.fft(h.float()).dtype == torch.complex64
+        assert torch.cat([h, h]).dtype == FP16
+        assert torch.mm(x, x).dtype == FP16
+    assert not torch.is_autocast_enabled("cpu") and torch.is_autocast_cache_enabled()
+    assert torch.get_autocast_dtype("cpu") == BF16
+
+
+def test_torch_autocast_inside_our_region_is_obeyed():
+    x = torch.randn(4, 4)
     with autocast("cpu"):
-        assert ac.is_autocast_enabled("cpu")
-        assert not torch.is_autocast_enabled("cpu")
+        with torch.autocast("cpu", enabled=False):
+            assert torch.mm(x, x).dtype == FP32 and not ac.is_autocast_enabled("cpu")
+        with torch.autocast("cpu", dtype=FP16):
+            assert torch.mm(x, x).dtype == FP16
+        assert torch.mm(x, x).dtype == BF16
 
 
 # --- nesting and threads --------------------------------------------------------------------
@@ -117,7 +138,7 @@ def test_nesting_enabled_false_and_dtype_changes_restore_state():
             assert ac.get_autocast_dtype("cpu") == BF16
         assert torch.mm(x, x).dtype == BF16 and ac.is_autocast_enabled("cpu")
     assert not ac.is_autocast_enabled("cpu") and torch.mm(x, x).dtype == FP32
-    assert mode_mod._STATE.mode is None and mode_mod._STATE.nesting == 0
+    assert mode_mod._STATE.mode is None and mode_mod._STATE.depth == 0 and not torch.is_autocast_enabled("cpu")
 
 
 def test_exceptions_inside_restore_state():

@@ -17,11 +17,12 @@ torch.bfloat16
 
 from .cache import WeightCache
 from .custom import custom_bwd, custom_fwd
-from .mode import (autocast, get_autocast_dtype, get_autocast_policy, is_autocast_cache_enabled,
-                   is_autocast_enabled)
+from .mode import (autocast, clear_autocast_cache, get_autocast_dtype, get_autocast_policy,
+                   is_autocast_available, is_autocast_cache_enabled, is_autocast_enabled, weight_cache)
 from .policy import POLICIES, decide, is_eligible, kind_of, op_name
 from .trace import Trace, compare, trace_dtypes
 
 __all__ = ["autocast", "is_autocast_enabled", "get_autocast_dtype", "get_autocast_policy",
-           "is_autocast_cache_enabled", "custom_fwd", "custom_bwd", "trace_dtypes", "compare", "Trace",
+           "is_autocast_cache_enabled", "is_autocast_available", "clear_autocast_cache", "weight_cache",
+           "custom_fwd", "custom_bwd", "trace_dtypes", "compare", "Trace",
            "WeightCache", "POLICIES", "decide", "is_eligible", "kind_of", "op_name"]

@@ -6,7 +6,9 @@ copy of a tensor when the tensor looks like a *model weight*:
 
 * the cast goes to the region's low-precision dtype,
 * the source is float32, requires grad, is a leaf and not a view (an ``nn.Parameter``),
-* the region has ``cache_enabled=True`` (the default).
+* the region has ``cache_enabled=True`` (the default),
+* the tensor is not one of torch's "cached tensors" (``torch._C._add_cached_tensor``, the
+  tensors a CUDA graph's memory pool owns): torch never caches casts of those.
 
 The cache lives until the *outermost* autocast region exits. That lifetime is the source of two
 classic traps (both shown in lesson 05):
@@ -38,7 +40,7 @@ __all__ = ["WeightCache", "cacheable"]
 def cacheable(t: torch.Tensor, to: torch.dtype, lower: torch.dtype) -> bool:
     """Would torch cache the cast of ``t`` to ``to`` in a region whose low-precision dtype is ``lower``?"""
     return (to == lower and t.dtype == torch.float32 and t.requires_grad and t.is_leaf
-            and not t._is_view())
+            and not t._is_view() and not torch._C._is_cached_tensor(t))
 
 
 class WeightCache:
@@ -63,8 +65,11 @@ class WeightCache:
             self.hits += 1
             return hit[1]
         self.misses += 1
-        with torch.enable_grad():          # keep the autograd edge even in a no_grad forward
+        if torch.is_grad_enabled():
             out = t.to(to)
+        else:
+            with torch.enable_grad():      # keep the autograd edge even in a no_grad forward
+                out = t.to(to)
         self._store[key] = (weakref.ref(t), out)
         return out
 

@@ -8,7 +8,12 @@ Ops inside a custom Function's ``forward`` are autocast like any others. Two thi
 * ``backward`` runs wherever autograd calls it, usually outside the region: ``@custom_bwd``
   re-enters the autocast state that ``forward`` saw, so both passes agree.
 
-Same contract as ``torch.amp.custom_fwd`` / ``custom_bwd``, for ``amp_edu.autocast``.
+Same contract as ``torch.amp.custom_fwd`` / ``custom_bwd``, and the same bookkeeping on ``ctx``
+(``ctx._dtype``, ``ctx._fwd_used_autocast``), so the two pairs mix: torch's ``custom_fwd`` works
+inside ``amp_edu.autocast`` (a region sets torch's autocast state, which torch's decorator reads,
+and the ``torch.autocast(enabled=False)`` it opens switches our casting off too). What ours adds:
+``custom_bwd`` re-enters an ``amp_edu.autocast`` region with the *policy* ``forward`` saw
+(``ctx._amp_edu_policy``), where torch's re-enters ``torch.autocast`` and so torch's own table.
 """
 
 from __future__ import annotations
@@ -32,6 +37,8 @@ def _cast(value, device_type: str, dtype: torch.dtype):
     """Cast eligible tensors in ``value`` (and inside lists, tuples and dicts) to ``dtype``."""
     if isinstance(value, torch.Tensor):
         return value.to(dtype) if is_eligible(value, device_type) else value
+    if isinstance(value, str):
+        return value
     if isinstance(value, dict):
         return {k: _cast(v, device_type, dtype) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -48,11 +55,12 @@ def custom_fwd(fwd=None, *, device_type: str, cast_inputs: torch.dtype | None = 
     @functools.wraps(fwd)
     def decorate_fwd(*args, **kwargs):
         ctx = args[0]
-        ctx._amp_edu_state = (get_autocast_dtype(device_type), get_autocast_policy(device_type))
+        ctx._dtype = get_autocast_dtype(device_type)
+        ctx._amp_edu_policy = get_autocast_policy(device_type)
         if cast_inputs is None:
-            ctx._amp_edu_fwd_used_autocast = is_autocast_enabled(device_type)
+            ctx._fwd_used_autocast = is_autocast_enabled(device_type)
             return fwd(*args, **kwargs)
-        ctx._amp_edu_fwd_used_autocast = False
+        ctx._fwd_used_autocast = False
         if is_autocast_enabled(device_type):
             with autocast(device_type, enabled=False):
                 return fwd(*_cast(args, device_type, cast_inputs), **_cast(kwargs, device_type, cast_inputs))
@@ -70,8 +78,8 @@ def custom_bwd(bwd=None, *, device_type: str):
     @functools.wraps(bwd)
     def decorate_bwd(*args, **kwargs):
         ctx = args[0]
-        dtype, policy = ctx._amp_edu_state
-        with autocast(device_type, enabled=ctx._amp_edu_fwd_used_autocast, dtype=dtype, policy=policy):
+        policy = getattr(ctx, "_amp_edu_policy", device_type)   # a forward decorated by torch's custom_fwd
+        with autocast(device_type, enabled=ctx._fwd_used_autocast, dtype=ctx._dtype, policy=policy):
             return bwd(*args, **kwargs)
 
     return decorate_bwd

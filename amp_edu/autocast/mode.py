@@ -17,18 +17,50 @@ The mode does three things per call:
    ``policy.decide``; casts of weights go through the region's ``WeightCache``.
 3. **Everything else** runs untouched.
 
-State is thread-local, like torch's: each thread has its own enabled flag, dtype and policy per
-device type, cache switch, nesting depth and weight cache. Regions nest; the cache is cleared when
-the outermost region of a thread exits. PyTorch's own autocast stays off throughout
-(``torch.is_autocast_enabled()`` is False inside ``amp_edu.autocast``).
+One autocast state, shared with torch
+-------------------------------------
+Library code asks *torch* whether autocast is on: ``nn.LSTM`` checks
+``torch._C._is_any_autocast_enabled()`` before accepting an input whose dtype differs from its
+weights, ``torch.amp.custom_fwd`` reads ``torch.is_autocast_enabled(device)`` and
+``torch.get_autocast_dtype(device)``, ``torch.utils.checkpoint`` saves them and re-enters
+``torch.autocast`` with them for the recompute, ``nn.TransformerEncoderLayer`` picks its fast path
+from them. A from-scratch region that kept its state to itself would send all of them down the
+wrong branch. So a region here *writes torch's own thread-local state* (``torch.set_autocast_enabled``,
+``set_autocast_dtype``, ``set_autocast_cache_enabled``, the nesting counter) on entry, restores it
+on exit, and the mode *reads* the enabled flag and the dtype back from torch at every listed op.
+Every query in torch and in user code sees the region, and a ``torch.autocast(enabled=False)``
+opened inside it (``custom_fwd(cast_inputs=...)``, checkpoint, user code) switches our casting off.
+
+But torch's enabled flag *is* its dispatcher switch: ``is_autocast_enabled(device)`` means "the
+``AutocastCPU`` (``AutocastCUDA``) dispatch key is not excluded in this thread", so with the flag
+on, torch's C++ autocast kernels would cast too and hide our policy behind theirs. The mode
+therefore runs each op that torch's autocast registers (every op of the policy tables) inside
+``torch._C._ExcludeDispatchKeyGuard`` for the autocast keys: torch's autocast kernel is skipped
+for that call, exactly as torch's own autocast kernel excludes its key before it redispatches to
+the real op. Ops torch does *not* register are fall-throughs for torch's autocast layer, so they
+run as they are — and that is where the last piece sits:
+
+* **C++ composites.** An unregistered op implemented in C++ by calling registered ones
+  (``torch.lstm`` reaching ``mkldnn_rnn_layer``, the RNN cells and ``gru`` reaching ``linear``,
+  ``matrix_power`` and ``inner`` reaching ``mm``, the TransformerEncoderLayer fast path
+  ``_transformer_encoder_layer_fwd`` reaching ``_native_multi_head_attention``) calls its parts
+  inside C++, where no TorchFunctionMode can see them. With torch's state on, the dispatcher-level
+  autocast casts those parts — by torch's table for the device, which is the region's table when
+  the region uses the device's own policy (the default). So the results equal torch's, and this
+  is the one place where torch's casting, not ours, is at work.
+* With a region whose policy is *not* the device's own (``policy="cuda"`` on CPU tensors, to study
+  the CUDA table on a laptop), torch's table would be the wrong one. Then every op runs with the
+  autocast keys excluded: pure amp_edu, and the parts of C++ composites run uncast. The known
+  composites (``COMPOSITE_OPS``) warn once each, naming the op, so that difference is never silent.
 
 Where we differ from torch by construction (besides the op-level notes in ``policy.py``):
 
-* ``backward()`` called *inside* a region: torch's autocast also reaches the C++ backward kernels
-  (that is why torch advises against it); a TorchFunctionMode sees only Python-level code, so here
-  only the ``backward`` of custom autograd Functions written in Python is autocast.
+* ``backward()`` called *inside* a region: like torch, the C++ backward kernels run with the
+  region's state (torch's dispatcher-level autocast casts them, as it would under
+  ``torch.autocast``; torch advises against it). The backward of custom autograd Functions written
+  in Python is cast by the mode.
 * torch keeps one weight cache for the whole process (cleared when any thread's outermost region
-  exits); ours is per thread.
+  exits); ours is per thread, and keyed by tensor *and* dtype (see ``cache.py``).
 * Skipping one hop of ``__torch_function__`` uses ``torch._C._skip_one_hop_torch_function``
   where torch has it; on older torch, :func:`redispatch` runs a copy of the Python function whose
   own ``has_torch_function`` checks are switched off (the functions it calls still check).
@@ -46,28 +78,46 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from .cache import WeightCache
-from .policy import POLICIES, _kind_unchecked, decide, op_name
+from .policy import ALIASES, POLICIES, decide, lookup, op_name
 
 __all__ = ["autocast", "is_autocast_enabled", "get_autocast_dtype", "get_autocast_policy",
-           "is_autocast_cache_enabled", "redispatch"]
+           "is_autocast_cache_enabled", "clear_autocast_cache", "is_autocast_available", "redispatch", "COMPOSITE_OPS",
+           "TORCH_REGISTERED", "weight_cache"]
 
 DEVICE_TYPES = ("cpu", "cuda")
-_DEFAULT_DTYPE = {"cpu": torch.bfloat16, "cuda": torch.float16}
 _CPU_DTYPES = (torch.bfloat16, torch.float16)
+_DISPATCH_KEY = {"cpu": "AutocastCPU", "cuda": "AutocastCUDA"}
+# the dispatch keys of torch's own autocast, excluded while an op the mode decided on runs
+_AUTOCAST_KEYS = (torch._C.DispatchKeySet(torch._C.DispatchKey.AutocastCPU)
+                  | torch._C.DispatchKeySet(torch._C.DispatchKey.AutocastCUDA))
+
+
+def _registered(key: str) -> frozenset[str]:
+    return frozenset(r.split("::")[1].split(".")[0]
+                     for r in torch._C._dispatch_get_registrations_for_dispatch_key(key))
+
+
+#: ATen ops torch's own autocast registers a kernel for, per device type (read from this torch).
+TORCH_REGISTERED: dict[str, frozenset[str]] = {d: _registered(k) for d, k in _DISPATCH_KEY.items()}
+
+#: C++ composites known to reach a listed op inside C++ (see the module docstring). Under the
+#: device's own policy torch's dispatcher casts their parts; under another policy they warn once.
+COMPOSITE_OPS = frozenset("""lstm gru rnn_tanh rnn_relu lstm_cell gru_cell rnn_tanh_cell rnn_relu_cell
+    matrix_power inner tensordot einsum chain_matmul linalg_multi_dot bilinear
+    _transformer_encoder_layer_fwd _native_multi_head_attention""".split())
 
 
 class _State(threading.local):
-    """One thread's autocast state (a fresh thread starts with autocast off)."""
+    """One thread's amp_edu-only state (the enabled flags, dtypes and cache switch are torch's)."""
 
     def __init__(self):
-        self.enabled = {d: False for d in DEVICE_TYPES}
-        self.dtype = dict(_DEFAULT_DTYPE)
         self.policy = {d: d for d in DEVICE_TYPES}
-        self.cache_enabled = True
-        self.nesting = 0
+        self.depth = 0            # amp_edu regions open in this thread
         self.cache = WeightCache()
         self.mode: _AutocastMode | None = None
         self.opening: list = []   # Python-level functions being run with the mode active
+        self.guard = torch._C._ExcludeDispatchKeyGuard(_AUTOCAST_KEYS)   # reusable, not re-entrant
+        self.warned: set = set()
 
 
 _STATE = _State()
@@ -77,48 +127,81 @@ def _check_device_type(device_type: Any) -> str:
     if not isinstance(device_type, str):
         raise ValueError(f"Expected `device_type` of type `str`, got: `{type(device_type)}`")
     if device_type not in DEVICE_TYPES:
+        torch.device(device_type)          # not a device string at all: torch's RuntimeError
         raise ValueError(f"amp_edu.autocast supports device_type 'cpu' or 'cuda', got {device_type!r}")
     return device_type
 
 
+def is_autocast_available(device_type: str) -> bool:
+    """Can ``amp_edu.autocast`` run on ``device_type``? ('cpu' and 'cuda'; like
+    ``torch.amp.is_autocast_available``, a string that names no device is a RuntimeError.)"""
+    if not isinstance(device_type, str):
+        raise ValueError(f"Expected `device_type` of type `str`, got: `{type(device_type)}`")
+    torch.device(device_type)
+    return device_type in DEVICE_TYPES
+
+
 def is_autocast_enabled(device_type: str) -> bool:
-    """Is ``amp_edu.autocast`` enabled for ``device_type`` in this thread?"""
-    return _STATE.enabled[_check_device_type(device_type)]
+    """Is autocast enabled for ``device_type`` in this thread? (torch's flag, which regions set.)"""
+    return torch.is_autocast_enabled(_check_device_type(device_type))
 
 
 def get_autocast_dtype(device_type: str) -> torch.dtype:
-    """The low-precision dtype ``amp_edu.autocast`` uses for ``device_type`` (default: fp16 on cuda,
-    bf16 on cpu, like torch)."""
-    return _STATE.dtype[_check_device_type(device_type)]
+    """The low-precision dtype of the current region for ``device_type`` (torch's setting; default:
+    fp16 for cuda, bf16 for cpu)."""
+    return torch.get_autocast_dtype(_check_device_type(device_type))
 
 
 def get_autocast_policy(device_type: str) -> str:
-    """Which op table (``'cuda'`` or ``'cpu'``) the current region uses for ``device_type``."""
+    """Which op table (``'cuda'`` or ``'cpu'``) the current amp_edu region uses for ``device_type``."""
     return _STATE.policy[_check_device_type(device_type)]
 
 
 def is_autocast_cache_enabled() -> bool:
-    """Is the weight-cast cache on in the current region (default True)?"""
-    return _STATE.cache_enabled
+    """Is the weight-cast cache on in the current region (default True)? (torch's setting.)"""
+    return torch.is_autocast_cache_enabled()
+
+
+def clear_autocast_cache() -> None:
+    """Forget this thread's cached weight casts, and torch's (called when the outermost region exits)."""
+    _STATE.cache.clear()
+    torch.clear_autocast_cache()
+
+
+def weight_cache() -> WeightCache:
+    """This thread's weight cache (for the lesson's cache experiments and tests)."""
+    return _STATE.cache
 
 
 # ----------------------------------------------------------------------------------------------
 # Routing: what the mode does with each callable it is handed.
 
-_DIRECT, _OPEN = object(), object()
+_OPEN, _UNSEEN = object(), object()
 # Python-level functions that are not computations to autocast: run them as they are.
 _NEVER_OPEN = {torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad,
                torch.Tensor.__repr__, torch.Tensor.__format__, torch.Tensor.__deepcopy__,
                torch.Tensor.__reduce_ex__, torch.Tensor.register_hook}
 _ROUTES: dict[Any, Any] = {}
+_ALL_REGISTERED = TORCH_REGISTERED["cpu"] | TORCH_REGISTERED["cuda"]
 
 
 def _route(func):
-    """``_OPEN`` for a Python-level composite, an op name for a listed op, else ``_DIRECT``."""
+    """``_OPEN`` for a Python-level composite; the ATen name for an op a policy lists or torch's
+    autocast registers; ``("composite", name)`` for a known C++ composite; else None."""
     target = func.__func__ if isinstance(func, types.MethodType) else func
     if isinstance(target, types.FunctionType) and func not in _NEVER_OPEN:
         return _OPEN
-    return op_name(func) or _DIRECT
+    name = op_name(func)
+    if name is not None:
+        return name
+    raw = getattr(func, "__name__", None)
+    if isinstance(raw, str):
+        raw = ALIASES.get(raw, raw)
+        if raw in _ALL_REGISTERED:
+            return raw
+        if raw in COMPOSITE_OPS:
+            return ("composite", raw)
+    return None
 
 
 _SKIP_ONE_HOP = getattr(torch._C, "_skip_one_hop_torch_function", None)
@@ -158,35 +241,66 @@ def redispatch(func, types_, args, kwargs):
     return body(bound, *args, **kwargs) if bound is not None else body(*args, **kwargs)
 
 
-def _autocast_device(args, kwargs, enabled):
+_is_enabled = torch._C.is_autocast_enabled
+
+
+def _autocast_device(args, kwargs):
     """The device type of the first tensor argument on a device where autocast is enabled."""
     if args and isinstance(args[0], torch.Tensor):          # the usual case, checked first
         first = args[0].device.type
-        if enabled.get(first):
+        if (first == "cpu" or first == "cuda") and _is_enabled(first):
             return first
     stack = [args, tuple(kwargs.values())]
     while stack:
         for item in stack.pop():
             if isinstance(item, torch.Tensor):
-                if enabled.get(item.device.type):
-                    return item.device.type
+                d = item.device.type
+                if d in _DISPATCH_KEY and _is_enabled(d):
+                    return d
             elif isinstance(item, (list, tuple)):
                 stack.append(item)
     return None
 
 
+def _excluded(func, args, kwargs):
+    """``func(*args, **kwargs)`` with torch's autocast keys excluded (its kernels are skipped)."""
+    st = _STATE
+    guard = st.guard
+    if guard is None:                                   # re-entered during an op: a fresh guard
+        guard = torch._C._ExcludeDispatchKeyGuard(_AUTOCAST_KEYS)
+    else:
+        st.guard = None
+    try:
+        with guard:
+            return func(*args, **kwargs)
+    finally:
+        st.guard = guard
+
+
 class _AutocastMode(TorchFunctionMode):
-    """The TorchFunctionMode behind ``autocast``; one per thread, pushed by the outermost region."""
+    """The TorchFunctionMode behind ``autocast``; one per thread, pushed by the outermost region.
+
+    ``own_policy`` is True while every device's region uses that device's own table, so torch's
+    dispatcher-level autocast may cast the parts of C++ composites (see the module docstring).
+    """
+
+    own_policy = True
 
     def __torch_function__(self, func, types_, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        route = _ROUTES.get(func)
-        if route is None:
+        route = _ROUTES.get(func, _UNSEEN)
+        if route is _UNSEEN:
             route = _route(func)
             if not isinstance(func, types.MethodType):
                 _ROUTES[func] = route
-        st = _STATE
+        if route is None:
+            if self.own_policy:
+                return func(*args, **kwargs) if kwargs else func(*args)
+            return _excluded(func, args, kwargs or {})
+        kwargs = kwargs or {}
         if route is _OPEN:
+            st = _STATE
+            if func is _MHA_FORWARD:
+                _warn_fast_path(args, kwargs)
             if func not in st.opening:
                 st.opening.append(func)
                 try:
@@ -196,21 +310,73 @@ class _AutocastMode(TorchFunctionMode):
                     st.opening.pop()
             # A Python override (Tensor.unflatten) calling its C implementation (super().unflatten)
             # hands itself to the mode again: treat this inner call as the op itself.
-            route = op_name(func) or _DIRECT
-        if route is _DIRECT:
-            return func(*args, **kwargs)
-        if kwargs.get("out") is not None:          # out= overloads are not autocast
-            return func(*args, **kwargs)
-        device = _autocast_device(args, kwargs, st.enabled)
+            route = _route_as_op(func)
+            if route is None:
+                return func(*args, **kwargs)
+        if type(route) is tuple:                        # a known C++ composite
+            if self.own_policy:
+                return func(*args, **kwargs)
+            _warn_composite(route[1], args, kwargs)
+            return _excluded(func, args, kwargs)
+        if kwargs.get("out") is not None:               # out= overloads are not autocast
+            return _excluded(func, args, kwargs)
+        device = _autocast_device(args, kwargs)
         if device is None:
             return func(*args, **kwargs)
-        kind = _kind_unchecked(st.policy[device], route, args, kwargs)
-        if kind is None:
-            return func(*args, **kwargs)
-        lower = st.dtype[device]
-        args, kwargs = decide(kind, args, kwargs, device_type=device, dtype=lower,
-                              cast=st.cache.caster(lower, st.cache_enabled))
+        st = _STATE
+        kind = lookup(st.policy[device], route, args, kwargs)
+        if kind is not None:
+            lower = torch.get_autocast_dtype(device)
+            args, kwargs = decide(kind, args, kwargs, device_type=device, dtype=lower,
+                                  cast=st.cache.caster(lower, torch.is_autocast_cache_enabled()))
+        if route in TORCH_REGISTERED[device] or not self.own_policy:
+            return _excluded(func, args, kwargs)
         return func(*args, **kwargs)
+
+
+def _route_as_op(func):
+    name = op_name(func)
+    if name is None:
+        raw = getattr(func, "__name__", None)
+        return raw if raw in _ALL_REGISTERED else None
+    return name
+
+
+_MHA_FORWARD = torch.nn.functional.multi_head_attention_forward
+_FAST_PATH_MESSAGE = (
+    "amp_edu.autocast: nn.MultiheadAttention / nn.TransformerEncoderLayer in eval mode without "
+    "grad. torch takes a fused fast path there (torch._native_multi_head_attention, "
+    "torch._transformer_encoder_layer_fwd) only when no TorchFunctionMode is active, so under "
+    "amp_edu.autocast the composite path runs: the same math with different rounding, and "
+    "nn.TransformerEncoderLayer returns float32 where torch.autocast returns the low-precision dtype.")
+
+
+def _warn_fast_path(args, kwargs) -> None:
+    """Warn once per thread when ``multi_head_attention_forward`` runs where torch may not run it."""
+    training = kwargs.get("training", args[13] if len(args) > 13 else True)
+    st = _STATE
+    if training or "fast path" in st.warned or _autocast_device(args[:3], {}) is None:
+        return
+    if torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad for a in args):
+        return
+    st.warned.add("fast path")
+    warnings.warn(_FAST_PATH_MESSAGE, UserWarning, stacklevel=4)
+
+
+def _warn_composite(name: str, args, kwargs) -> None:
+    device = _autocast_device(args, kwargs)
+    if device is None:
+        return
+    st = _STATE
+    key = (name, device, st.policy[device])
+    if key in st.warned:
+        return
+    st.warned.add(key)
+    warnings.warn(
+        f"amp_edu.autocast(policy={st.policy[device]!r}) on {device} tensors: torch.{name} is a C++ "
+        f"composite whose inner ops a TorchFunctionMode cannot see; they run uncast here (torch's "
+        f"own autocast would cast them, by its {device} table). Cast its inputs yourself, or use "
+        f"the device's own policy.", UserWarning, stacklevel=3)
 
 
 class autocast:
@@ -225,7 +391,9 @@ class autocast:
     fp16 for cuda, bf16 for cpu); ``enabled``; ``cache_enabled`` (the weight-cast cache,
     default on); ``policy`` ('cuda' or 'cpu', the op table; default: the device's own).
     Usable as a context manager or a decorator. Unsupported dtypes warn and disable the region
-    (cpu) or raise (bf16 on a GPU without it), with torch's messages.
+    (cpu) or raise (bf16 on a GPU without it), with torch's messages. Inside the region torch's
+    own queries (``torch.is_autocast_enabled(device_type)``, ``torch.get_autocast_dtype``,
+    ``torch.is_autocast_cache_enabled``) report it, as they would for ``torch.autocast``.
     """
 
     def __init__(self, device_type: str, dtype: torch.dtype | None = None, enabled: bool = True,
@@ -239,9 +407,9 @@ class autocast:
             raise TypeError(f"cache_enabled must be True, False or None, got {cache_enabled!r}")
         if policy is not None and policy not in POLICIES:
             raise ValueError(f"policy must be one of {sorted(POLICIES)} or None, got {policy!r}")
-        self.fast_dtype = get_autocast_dtype(device_type) if dtype is None else dtype
+        self.fast_dtype = torch.get_autocast_dtype(device_type) if dtype is None else dtype
         self.policy = policy or device_type
-        self._cache_enabled = is_autocast_cache_enabled() if cache_enabled is None else cache_enabled
+        self._cache_enabled = torch.is_autocast_cache_enabled() if cache_enabled is None else cache_enabled
         if enabled and self.device == "cuda":
             if not torch.cuda.is_available():
                 warnings.warn("CUDA is not available or torch_xla is imported. Disabling autocast.",
@@ -260,23 +428,36 @@ class autocast:
 
     def __enter__(self):
         st, d = _STATE, self.device
-        self._saved.append((st.enabled[d], st.dtype[d], st.policy[d], st.cache_enabled))
-        st.enabled[d], st.dtype[d], st.policy[d] = self._enabled, self.fast_dtype, self.policy
-        st.cache_enabled = self._cache_enabled
-        st.nesting += 1
+        self._saved.append((torch.is_autocast_enabled(d), torch.get_autocast_dtype(d),
+                            torch.is_autocast_cache_enabled(), st.policy[d]))
+        torch.set_autocast_enabled(d, self._enabled)
+        torch.set_autocast_dtype(d, self.fast_dtype)
+        torch.autocast_increment_nesting()
+        torch.set_autocast_cache_enabled(self._cache_enabled)
+        st.policy[d] = self.policy
+        st.depth += 1
         if st.mode is None:
             st.mode = _AutocastMode()
             st.mode.__enter__()
+        st.mode.own_policy = all(st.policy[x] == x for x in DEVICE_TYPES)
         return self
 
     def __exit__(self, exc_type, exc_val, exc_tb):
         st, d = _STATE, self.device
-        st.nesting -= 1
-        if st.nesting == 0:
-            st.cache.clear()
+        st.depth -= 1
+        if torch.autocast_decrement_nesting() == 0:
+            clear_autocast_cache()                 # torch's rule: the outermost region drops the cache
+        elif st.depth == 0:
+            st.cache.clear()                       # an enclosing torch.autocast region goes on
+        enabled, dtype, cache_enabled, st.policy[d] = self._saved.pop()
+        torch.set_autocast_enabled(d, enabled)
+        torch.set_autocast_dtype(d, dtype)
+        torch.set_autocast_cache_enabled(cache_enabled)
+        if st.depth == 0:
             mode, st.mode = st.mode, None
             mode.__exit__(exc_type, exc_val, exc_tb)
-        st.enabled[d], st.dtype[d], st.policy[d], st.cache_enabled = self._saved.pop()
+        else:
+            st.mode.own_policy = all(st.policy[x] == x for x in DEVICE_TYPES)
         return False
 
     def __call__(self, func):
@@ -296,7 +477,3 @@ class autocast:
         return (f"amp_edu.autocast(device_type={self.device!r}, dtype={self.fast_dtype}, "
                 f"enabled={self._enabled}, cache_enabled={self._cache_enabled}, policy={self.policy!r})")
 
-
-def _cache_for_tests() -> WeightCache:
-    """This thread's weight cache (for tests and the lesson's cache experiments)."""
-    return _STATE.cache

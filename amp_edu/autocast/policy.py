@@ -60,7 +60,7 @@ import torch
 __all__ = [
     "LOWER", "FP32", "FP32_DTYPE", "PROMOTE", "BANNED", "KINDS",
     "POLICIES", "COMPOSITES", "ALIASES", "BCE_BANNED_MESSAGE",
-    "op_name", "kind_of", "is_eligible", "iter_tensors", "promote_dtype", "has_explicit_dtype", "decide",
+    "op_name", "kind_of", "lookup", "is_eligible", "iter_tensors", "promote_dtype", "has_explicit_dtype", "decide",
 ]
 
 LOWER, FP32, FP32_DTYPE, PROMOTE, BANNED = "lower", "fp32", "fp32_dtype", "promote", "banned"
@@ -232,11 +232,14 @@ def kind_of(policy: str, name: str, args: tuple = (), kwargs: dict | None = None
     return kind
 
 
-def _kind_unchecked(policy: str, name: str, args: tuple, kwargs: dict) -> str | None:
-    """:func:`kind_of` for a known policy and an ATen name (the mode's hot path)."""
+def lookup(policy: str, name: str, args: tuple, kwargs: dict) -> str | None:
+    """:func:`kind_of` without the checks, for the mode's hot path: ``policy`` must be a key of
+    ``POLICIES`` and ``name`` an ATen name with its alias already resolved (what ``op_name`` returns)."""
     kind = POLICIES[policy].get(name)
-    if kind is not None and (policy, name) in _CONDITIONS and not _CONDITIONS[policy, name](args, kwargs):
-        return None
+    if kind is not None:
+        cond = _CONDITIONS.get((policy, name))
+        if cond is not None and not cond(args, kwargs):
+            return None
     return kind
 
 
