@@ -70,7 +70,12 @@ def main(argv=None) -> int:
         return bench_main(quick=args.quick, json_path=args.json)
     if args.cmd == "exercises":
         from .course.exercises import generate
-        for path in generate():
+        try:
+            written = generate()
+        except RuntimeError as exc:          # not a checkout: say what to do
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        for path in written:
             print(f"wrote {path}")
         return 0
     if args.cmd == "grade":

@@ -11,11 +11,17 @@ In a solution notebook the learner's part sits between two marker lines::
 at the block's indentation (in a markdown cell, by ``YOUR ANSWER HERE``), and clears all outputs,
 so the learner starts from a clean notebook. :func:`stale` lists exercises that no longer match
 their solution (a test fails on it; ``make exercises`` fixes it).
+
+Regenerating exercises is authoring work: it needs a *checkout* of the course (the repository,
+with ``solutions/``), found by :func:`checkout_root`. A learner who installed the package with
+``pip install .`` (or from a wheel) has only ``amp_edu`` itself — which is all that
+``python -m amp_edu grade`` and ``doctor`` need — and gets a clear error here instead.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import nbformat
@@ -23,7 +29,41 @@ import nbformat
 from . import notebook
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
+# The folder holding the amp_edu package: the checkout in an editable install or a clone, but
+# site-packages after `pip install .` — use checkout_root() wherever a checkout is required.
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def is_checkout(path) -> bool:
+    """Is ``path`` the course repository (its ``pyproject.toml`` names amp_edu, with ``solutions/``
+    and the ``amp_edu`` package beside it)?"""
+    path = Path(path)
+    try:
+        toml = (path / "pyproject.toml").read_text()
+    except OSError:
+        return False
+    return ('name = "amp_edu"' in toml and (path / "solutions").is_dir()
+            and (path / "amp_edu" / "__init__.py").is_file())
+
+
+def checkout_root(package_parent=None, cwd=None) -> Path:
+    """The course checkout the authoring tools work in.
+
+    Tried in order: the folder above the ``amp_edu`` package (``package_parent``, default
+    :data:`ROOT`: the checkout itself in an editable install or a clone), then ``cwd`` (default
+    the current folder) and each folder above it. Raises ``RuntimeError`` saying what to do when
+    none is a checkout — the case of ``pip install .`` run by a learner.
+    """
+    package_parent = Path(package_parent or ROOT).resolve()
+    cwd = Path(cwd or os.getcwd()).resolve()
+    for candidate in (package_parent, cwd, *cwd.parents):
+        if is_checkout(candidate):
+            return candidate
+    raise RuntimeError(
+        f"this needs a checkout of the course repository (with solutions/), but amp_edu is installed "
+        f"in {package_parent} and {cwd} is not inside a checkout: clone the repository, "
+        f"`pip install -e .` in it, and run this from there. (`python -m amp_edu grade` and "
+        f"`doctor` work without a checkout.)")
 
 
 def _strip_source(source: str, markdown: bool) -> str:
@@ -73,14 +113,14 @@ def strip(nb):
 
 def expected_exercises(solutions_dir: Path | None = None) -> dict[str, str]:
     """``{filename: notebook JSON text}`` that ``exercises/`` should hold."""
-    solutions_dir = Path(solutions_dir or ROOT / "solutions")
+    solutions_dir = Path(solutions_dir or checkout_root() / "solutions")
     return {p.name: nbformat.writes(strip(notebook.read(p))) + "\n"
             for p in sorted(solutions_dir.glob("*.ipynb"))}
 
 
 def generate(solutions_dir: Path | None = None, exercises_dir: Path | None = None) -> list[Path]:
     """Write ``exercises/`` from ``solutions/``; removes exercises whose solution is gone."""
-    exercises_dir = Path(exercises_dir or ROOT / "exercises")
+    exercises_dir = Path(exercises_dir or checkout_root() / "exercises")
     exercises_dir.mkdir(exist_ok=True)
     want = expected_exercises(solutions_dir)
     written = []
@@ -96,7 +136,7 @@ def generate(solutions_dir: Path | None = None, exercises_dir: Path | None = Non
 
 def stale(solutions_dir: Path | None = None, exercises_dir: Path | None = None) -> list[str]:
     """Names of exercises that are missing, extra, or differ from what :func:`generate` writes."""
-    exercises_dir = Path(exercises_dir or ROOT / "exercises")
+    exercises_dir = Path(exercises_dir or checkout_root() / "exercises")
     want = expected_exercises(solutions_dir)
     have = {p.name: p.read_text() for p in exercises_dir.glob("*.ipynb")}
     return sorted(n for n in want.keys() | have.keys() if want.get(n) != have.get(n))

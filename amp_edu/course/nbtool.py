@@ -4,6 +4,10 @@
 * ``frompy SCRIPT NB`` writes the notebook from such a script (outputs dropped);
 * ``run NB [NB ...] [--smoke]`` executes each notebook and stores it executed (default sizes
   unless ``--smoke``); exits 1 if any cell raised (cells tagged ``# NBVAL_RAISES_EXCEPTION`` may).
+
+These are authoring tools: they work in a checkout of the course (``run`` refuses, with exit
+status 2 and a message saying what to do, when there is none; see
+:func:`amp_edu.course.exercises.checkout_root`).
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import sys
 import time
 
 from . import notebook
+from .exercises import checkout_root
 
 
 def main(argv=None) -> int:
@@ -31,6 +36,11 @@ def main(argv=None) -> int:
         with open(args.script) as fh:
             notebook.write(notebook.from_percent(fh.read()), args.nb)
         return 0
+    try:
+        checkout_root()
+    except RuntimeError as exc:
+        print(f"error: nbtool run stores lessons executed, which is authoring work: {exc}", file=sys.stderr)
+        return 2
     status = 0
     for path in args.nbs:
         t0 = time.perf_counter()
