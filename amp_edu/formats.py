@@ -220,6 +220,12 @@ class Format:
         return self.max + 2.0 ** (math.frexp(self.max)[1] - 1 - self.mantissa_bits) / 2
 
     @property
+    def torch_name(self) -> str:
+        """torch's name for the dtype (``"float16"``), or the format's name where torch has no
+        one-value dtype for it (``"tf32"``, ``"fp4_e2m1"``): how benchmark results name formats."""
+        return dtype_name(self.dtype) if self.dtype is not None else self.name
+
+    @property
     def _tie_overflows(self) -> bool:
         return self.mantissa_bits == 0 or self.max_code & 1 == 1
 
@@ -643,13 +649,14 @@ def fate(x, fmt="fp16", scale: float = 1.0):
     if isinstance(x, torch.Tensor):
         if not x.is_floating_point():
             raise TypeError(f"x must be a floating-point tensor, got dtype {x.dtype}")
-        return _fate_tensor(x.detach().float(), f, float(scale))
-    t = torch.tensor([_as_float(x)], dtype=torch.float32)
-    return FATES[int(_fate_tensor(t, f, float(scale))[0])]
+        x = x.detach()
+        return _fate_tensor(x, x.float() * float(scale), f)
+    xv = torch.tensor([_as_float(x)], dtype=torch.float64)
+    return FATES[int(_fate_tensor(xv, (xv * float(scale)).float(), f)[0])]
 
 
-def _fate_tensor(x: torch.Tensor, f: Format, scale: float) -> torch.Tensor:
-    y = x * scale
+def _fate_tensor(x: torch.Tensor, y: torch.Tensor, f: Format) -> torch.Tensor:
+    """Fates of the values ``x`` whose float32 product with the scale is ``y``."""
     q = _storable(torch.where(torch.isfinite(y), y, torch.zeros_like(y)), f)
     out = torch.full(x.shape, FATES.index("normal"), dtype=torch.int8, device=x.device)
     if f.subnormals:

@@ -39,15 +39,15 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn as nn
 
-__all__ = ["FP16_MAX", "FP16_MIN_NORMAL", "FP16_MIN_SUBNORMAL", "FATES", "flat_values", "fp16_fate",
-           "fp16_fractions", "log2_histogram", "GradientRecord", "capture", "layer_report", "max_safe_scale", "scale_sweep",
+from . import formats
+from .formats import FATES
+
+__all__ = ["FP16_MAX", "FP16_MIN_NORMAL", "FATES", "flat_values", "fp16_fate", "fp16_fractions",
+           "log2_histogram", "GradientRecord", "capture", "layer_report", "max_safe_scale", "scale_sweep",
            "plot_histogram", "plot_layer_fractions", "format_report"]
 
-_F16 = torch.finfo(torch.float16)
-FP16_MAX = float(_F16.max)                 # 65504
-FP16_MIN_NORMAL = float(_F16.tiny)         # 2^-14
-FP16_MIN_SUBNORMAL = 2.0 ** -24            # torch.finfo has no field for it
-FATES = ("zero", "flush", "subnormal", "normal", "overflow", "nonfinite")
+FP16_MAX = formats.FP16.max                  # 65504 (formats owns it; named here for the lesson)
+FP16_MIN_NORMAL = formats.FP16.smallest_normal   # 2^-14
 
 
 def flat_values(values) -> torch.Tensor:
@@ -76,18 +76,10 @@ def _check_scale(scale) -> float:
 
 def fp16_fate(values, scale: float = 1.0) -> torch.Tensor:
     """Index into :data:`FATES` for each element of ``values × scale`` stored in fp16 (a flat int8
-    tensor). ``values``: a float tensor or a list of them (flattened and concatenated)."""
-    x = flat_values(values)
-    s = _check_scale(scale)
-    y = x * s                                            # float32, like a scaled fp32 gradient
-    h = y.to(torch.float16)
-    fate = torch.full(x.shape, FATES.index("normal"), dtype=torch.int8)
-    fate[h.abs() < FP16_MIN_NORMAL] = FATES.index("subnormal")
-    fate[(h == 0) & (x != 0)] = FATES.index("flush")
-    fate[x == 0] = FATES.index("zero")
-    fate[torch.isinf(h) & torch.isfinite(x)] = FATES.index("overflow")
-    fate[~torch.isfinite(x)] = FATES.index("nonfinite")
-    return fate
+    tensor). ``values``: a float tensor or a list of them (flattened and concatenated).
+    The product is formed in float32, like a scaled fp32 gradient; :func:`amp_edu.formats.fate`
+    decides, for any format."""
+    return formats.fate(flat_values(values), "fp16", _check_scale(scale))
 
 
 def fp16_fractions(values, scale: float = 1.0) -> dict:
@@ -250,9 +242,10 @@ def scale_sweep(values, log2_scales) -> list[dict]:
 
 
 _REGIONS = (  # (from, to, colour, label) in log2 of the magnitude, for the shaded fp16 ranges
-    (-float("inf"), -25, "#d62728", "becomes 0 in fp16"),
-    (-25, -14, "#ff7f0e", "fp16 subnormal (precision drains)"),
-    (-14, math.log2(FP16_MAX), "#2ca02c", "fp16 normal range"),
+    (-float("inf"), math.log2(formats.FP16.smallest_subnormal) - 1, "#d62728", "becomes 0 in fp16"),
+    (math.log2(formats.FP16.smallest_subnormal) - 1, math.log2(FP16_MIN_NORMAL), "#ff7f0e",
+     "fp16 subnormal (precision drains)"),
+    (math.log2(FP16_MIN_NORMAL), math.log2(FP16_MAX), "#2ca02c", "fp16 normal range"),
     (math.log2(FP16_MAX), float("inf"), "#7f7f7f", "overflows to inf"),
 )
 

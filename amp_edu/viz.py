@@ -7,29 +7,41 @@ and the fp16 landmarks — the subnormal floor 2^-24, the smallest normal 2^-14 
 
 from __future__ import annotations
 
+import math
+
 import matplotlib.pyplot as plt
 from matplotlib.ticker import FuncFormatter, LogLocator
 
-__all__ = ["fig_ax", "log2_axis", "fp16_landmarks", "PRECISION_COLORS", "color_for"]
+from . import formats
 
-# One colour per precision recipe / dtype, used by every lesson.
-PRECISION_COLORS = {
-    "fp32": "#1f77b4", "float32": "#1f77b4",
-    "tf32": "#17becf",
-    "fp16": "#d62728", "float16": "#d62728", "fp16_pure": "#d62728",
-    "amp_fp16": "#ff7f0e",
-    "bf16": "#2ca02c", "bfloat16": "#2ca02c", "amp_bf16": "#2ca02c",
-    "fp8_e4m3": "#9467bd", "float8_e4m3fn": "#9467bd",
-    "fp8_e5m2": "#8c564b", "float8_e5m2": "#8c564b",
+__all__ = ["fig_ax", "log2_axis", "fp16_landmarks", "PRECISION_COLORS", "RECIPE_COLORS", "color_for",
+           "FIELD_COLORS", "bit_layouts", "number_line", "category_grid", "scale_trajectory"]
+
+# One colour per precision recipe, used by every lesson (a format's colour is ``Format.color``).
+# A recipe written "name(S)" (a loss scale S) takes the colour of "name".
+RECIPE_COLORS = {
+    "fp32": formats.FP32.color,
+    "fp16_pure": formats.FP16.color, "fp16_static_scale": "#ff9896",
+    "fp16_master": "#9467bd", "fp16_master_scale": "#c5b0d5",
+    "bf16_pure": "#98df8a",
+    "amp_fp16": "#ff7f0e", "amp_bf16": formats.BF16.color,
 }
 
+# Every name color_for knows: each format's name and string aliases, then the recipes.
+PRECISION_COLORS = {k: f.color for f in formats.ALL_FORMATS.values()
+                    for k in (f.name, *f.aliases) if isinstance(k, str)} | RECIPE_COLORS
 
-def color_for(name: str) -> str | None:
-    """The course colour for a dtype or recipe name (``None`` lets matplotlib choose)."""
-    key = str(name).replace("torch.", "")
-    if key.startswith("fp16_static"):
-        key = "fp16_static"
-    return PRECISION_COLORS.get(key)
+
+def color_for(name) -> str | None:
+    """The course colour for a format (name, alias or torch dtype, e.g. ``"fp16"``, ``"half"``,
+    ``torch.bfloat16``) or a recipe (``"amp_fp16"``, ``"fp16_static_scale(1024)"``, or an object
+    with a ``.name``); ``None`` (matplotlib chooses) for anything else."""
+    if isinstance(name, formats.Format):
+        return name.color
+    if not isinstance(name, str) and hasattr(name, "name") and isinstance(name.name, str):
+        name = name.name                                  # a recipe object
+    key = str(name).removeprefix("torch.")
+    return PRECISION_COLORS.get(key.split("(")[0].strip())
 
 
 def fig_ax(width: float = 7.0, height: float = 3.6, **kw):
@@ -38,7 +50,6 @@ def fig_ax(width: float = 7.0, height: float = 3.6, **kw):
 
 
 def _pow2_label(v, _pos=None) -> str:
-    import math
     if v <= 0:
         return "0"
     e = math.log2(v)
@@ -62,11 +73,13 @@ def log2_axis(ax, axis: str = "x", *, label: str | None = None, step: int | None
 
 def fp16_landmarks(ax, axis: str = "x", *, which=("floor", "normal", "max"), text: bool = True):
     """Draw fp16's subnormal floor 2^-24, smallest normal 2^-14 and max 65504 as lines on ``ax``."""
+    f = formats.FP16
+    floor, normal = f.smallest_subnormal, f.smallest_normal
     marks = {
-        "floor": (2.0 ** -24, "2^-24 (smallest subnormal)", "#d62728", ":"),
-        "half_floor": (2.0 ** -25, "2^-25 (rounds to 0 below)", "#d62728", (0, (1, 3))),
-        "normal": (2.0 ** -14, "2^-14 (smallest normal)", "#ff7f0e", "--"),
-        "max": (65504.0, "65504 (max)", "#7f7f7f", "-."),
+        "floor": (floor, f"2^{math.log2(floor):.0f} (smallest subnormal)", f.color, ":"),
+        "half_floor": (floor / 2, f"2^{math.log2(floor / 2):.0f} (rounds to 0 below)", f.color, (0, (1, 3))),
+        "normal": (normal, f"2^{math.log2(normal):.0f} (smallest normal)", "#ff7f0e", "--"),
+        "max": (f.max, f"{f.max:g} (max)", "#7f7f7f", "-."),
     }
     line = ax.axvline if axis == "x" else ax.axhline
     for key in which:
@@ -78,8 +91,6 @@ def fp16_landmarks(ax, axis: str = "x", *, which=("floor", "normal", "max"), tex
 
 
 # --- bit fields and number lines (lesson 01) --------------------------------------------------
-__all__ += ["FIELD_COLORS", "bit_layouts", "number_line"]
-
 # One colour per bit field, shared by the figures and the widgets' coloured bits.
 FIELD_COLORS = {"sign": "#d62728", "exponent": "#1f77b4", "mantissa": "#2ca02c"}
 
@@ -98,9 +109,12 @@ def bit_layouts(ax, formats):
     width = 0
     for row, f in enumerate(formats):
         y = len(formats) - 1 - row
-        fields = (("sign", 1), ("exponent", f.exponent_bits), ("mantissa", f.mantissa_bits))
+        fields = (("sign", int(getattr(f, "signed", True))), ("exponent", f.exponent_bits),
+                  ("mantissa", f.mantissa_bits))
         x = 0
         for field, n in fields:
+            if n == 0:                   # e8m0 has no sign and no mantissa bits
+                continue
             for _ in range(n):
                 ax.add_patch(Rectangle((x, y + 0.1), 1, 0.8, facecolor=FIELD_COLORS[field],
                                        edgecolor="white", lw=0.8))
@@ -146,9 +160,6 @@ def number_line(ax, values, *, x=None, stored=None, label: str = "representable 
     return ax
 
 
-__all__ += ["category_grid"]
-
-
 def category_grid(ax, rows, cols, cells, colors: dict, *, title: str | None = None):
     """A table of categories drawn as coloured cells (e.g. each op's autocast category per policy).
 
@@ -179,9 +190,6 @@ def category_grid(ax, rows, cols, cells, colors: dict, *, title: str | None = No
     if title:
         ax.set_title(title)
     return ax
-
-
-__all__ += ["scale_trajectory"]
 
 
 def scale_trajectory(ax, scales, skipped=None, *, label: str | None = "loss scale", color: str | None = None,

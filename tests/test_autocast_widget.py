@@ -48,7 +48,7 @@ def test_widget_updates_when_controls_change():
     w.op.value = "torch.dot"
     w.b.value = "fp32"
     assert "RuntimeError" in w.out.value            # no promotion for dot on the CPU table
-    assert autocast_explorer().children
+    assert autocast_explorer().widget.children
 
 
 def test_category_grid():

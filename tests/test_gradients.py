@@ -123,7 +123,14 @@ def test_plots_draw_and_return_fractions():
     assert f == G.fp16_fractions(x, 2.0 ** 8)
     assert ax.get_yscale() == "log" and "log2" in ax.get_xlabel()
     fig2, ax2 = plt.subplots()
-    G.plot_layer_fractions(ax2, [{"name": "a", "flush": 0.5, "subnormal": 0.2, "overflow": 0.0}])
+    rows = [{"name": "a", "flush": 0.5, "subnormal": 0.2, "overflow": 0.0},
+            {"name": "b", "flush": 0.1, "subnormal": 0.0, "overflow": 0.3}]
+    assert G.plot_layer_fractions(ax2, rows) is ax2
+    bars = ax2.patches                                  # flush bars, then subnormal, then overflow
+    assert [round(b.get_width(), 9) for b in bars] == [50.0, 10.0, 20.0, 0.0, 0.0, 30.0]
+    assert [round(b.get_x(), 9) for b in bars] == [0.0, 0.0, 50.0, 10.0, 70.0, 10.0]   # stacked
+    assert [t.get_text() for t in ax2.get_legend().get_texts()] == ["flush", "subnormal", "overflow"]
+    assert [t.get_text() for t in ax2.get_yticklabels()] == ["a", "b"]
     plt.close("all")
 
 

@@ -15,13 +15,16 @@ import ipywidgets as W
 import torch
 import torch.nn.functional as F
 
+from .. import formats
 from ..autocast import autocast
 from ..autocast.policy import decide, iter_tensors, kind_of
 from ..autocast.trace import short_dtype
+from .base import Explorer
 
 __all__ = ["OPS", "DTYPES", "explain_op", "AutocastExplorer", "autocast_explorer"]
 
-DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16, "fp64": torch.float64}
+# The input dtypes on offer, by their short names (amp_edu.formats names them; fp64 is never cast).
+DTYPES = {formats.short_name(d): d for d in (torch.float32, torch.float16, torch.bfloat16, torch.float64)}
 
 
 def _t(shape, dtype, seed, positive=False):
@@ -115,7 +118,7 @@ def explain_html(e: dict) -> str:
             f"<tr><td>amp_edu.autocast</td><td><b>{html.escape(e['ours'])}</b></td></tr>{torch_row}</table>")
 
 
-class AutocastExplorer:
+class AutocastExplorer(Explorer):
     """Controls for op, policy, region dtype and two input dtypes; an HTML panel with the answer."""
 
     def __init__(self, op: str = "F.softmax", policy: str = "cuda", dtype: str = "fp16", a: str = "fp16",
@@ -126,10 +129,8 @@ class AutocastExplorer:
         self.a = W.Dropdown(options=list(DTYPES), value=a, description="input A")
         self.b = W.Dropdown(options=list(DTYPES), value=b, description="input B")
         self.out = W.HTML()
-        for c in (self.op, self.policy, self.dtype, self.a, self.b):
-            c.observe(lambda _change: self.update(), names="value")
-        self.widget = W.VBox([self.op, self.policy, self.dtype, W.HBox([self.a, self.b]), self.out])
-        self.update()
+        self._wire((self.op, self.policy, self.dtype, self.a, self.b),
+                   self.op, self.policy, self.dtype, W.HBox([self.a, self.b]), self.out)
 
     def update(self) -> dict:
         e = explain_op(self.op.value, self.policy.value, self.dtype.value, self.a.value, self.b.value)
@@ -138,6 +139,6 @@ class AutocastExplorer:
         return e
 
 
-def autocast_explorer(**kwargs) -> W.VBox:
-    """The lesson's widget (see :class:`AutocastExplorer`)."""
-    return AutocastExplorer(**kwargs).widget
+def autocast_explorer(**kwargs) -> AutocastExplorer:
+    """The autocast explorer, ready to display (see :class:`AutocastExplorer`)."""
+    return AutocastExplorer(**kwargs)

@@ -9,19 +9,21 @@ the roofline. The logic is :func:`roofline_summary` and :func:`roofline_figure`.
 from __future__ import annotations
 
 import html
-import io
 
 import ipywidgets as W
 from matplotlib.figure import Figure
 
 from ..bench import report, roofline
 from ..bench.peaks import KNOWN_GPUS
+from .. import formats
 from ..viz import color_for, log2_axis
+from .base import Explorer
 
 __all__ = ["device_roofs", "roofline_summary", "roofline_figure", "RooflineExplorer", "roofline_explorer"]
 
-_DTYPES = {"fp32": "float32", "tf32": "tf32", "fp16": "float16", "bf16": "bfloat16", "fp8": "float8_e4m3fn"}
-_FIELD = {"float32": "fp32", "tf32": "tf32", "float16": "fp16", "bfloat16": "bf16", "float8_e4m3fn": "fp8"}
+# The explorer's short names -> bench result names ("float16", "tf32"), and back to the peak-table fields.
+_DTYPES = {name: formats.get(name).torch_name for name in ("fp32", "tf32", "fp16", "bf16", "fp8")}
+_FIELD = {bench_name: name for name, bench_name in _DTYPES.items()}
 THIS_MACHINE = "this machine (measured)"
 
 
@@ -72,7 +74,7 @@ def roofline_figure(s: dict, dtype: str) -> Figure:
     return fig
 
 
-class RooflineExplorer:
+class RooflineExplorer(Explorer):
     """Choose m, k, n, dtype and device; see intensity, bound and the roofline point."""
 
     def __init__(self, doc: dict | None = None, m: int = 16, k: int = 8192, n: int = 8192, dtype: str = "bf16",
@@ -104,21 +106,12 @@ class RooflineExplorer:
                                 roof["peaks"][_DTYPES[self.dtype.value]], roof["bandwidth_gbs"])
 
     def update(self):
-        from IPython.display import Image
-
         s = self.summary()
         self.text.value = html.escape(
             f"intensity {s['intensity']:.1f} FLOP/byte, ridge point {s['ridge']:.1f} FLOP/byte → "
             f"{s['bound']}-bound: at most {s['attainable_tflops']:.3g} of {s['peak_tflops']:g} TFLOP/s "
             f"({100 * s['attainable_tflops'] / s['peak_tflops']:.0f}% of peak)")
-        buf = io.BytesIO()
-        roofline_figure(s, self.dtype.value).savefig(buf, format="png", dpi=80)
-        self.plot.outputs = ()
-        self.plot.append_display_data(Image(data=buf.getvalue(), format="png"))
-
-    def _ipython_display_(self):
-        from IPython.display import display
-        display(self.widget)
+        self.show_figure(roofline_figure(s, self.dtype.value))
 
 
 def roofline_explorer(doc: dict | None = None, **kw) -> RooflineExplorer:

@@ -9,13 +9,13 @@ only wires the controls to it.
 from __future__ import annotations
 
 import html
-import io
 
 import ipywidgets as W
 import torch
 from matplotlib.figure import Figure
 
 from ..debug import ModuleCall, plot_module_calls, trace_modules
+from .base import Explorer
 
 __all__ = ["PRECISIONS", "explore_layers", "layers_figure", "LayerExplorer", "layer_explorer"]
 
@@ -44,7 +44,7 @@ def layers_figure(calls: list[ModuleCall]) -> Figure:
     return fig
 
 
-class LayerExplorer:
+class LayerExplorer(Explorer):
     """A log2 input-scale slider and a precision choice; the per-module magnitudes and the verdict."""
 
     def __init__(self, model, x: torch.Tensor, log2_scale: int = 0, precision: str = "autocast fp16",
@@ -54,26 +54,14 @@ class LayerExplorer:
         self.precision = W.Dropdown(options=list(PRECISIONS), value=precision, description="precision")
         self.text = W.HTML()
         self.plot = W.Output()
-        for c in (self.scale, self.precision):
-            c.observe(lambda _: self.update(), names="value")
-        self.widget = W.VBox([W.HBox([self.scale, self.precision]), self.text, self.plot])
-        self.update()
+        self._wire((self.scale, self.precision), W.HBox([self.scale, self.precision]), self.text, self.plot)
 
     def update(self) -> ModuleCall | None:
-        from IPython.display import Image
-
         calls, first = explore_layers(self.model, self.x, self.scale.value, self.precision.value)
         what = f"input × 2^{self.scale.value}, {self.precision.value}: "
         self.text.value = html.escape(what + ("every output finite" if first is None else str(first)))
-        buf = io.BytesIO()
-        layers_figure(calls).savefig(buf, format="png", dpi=80)
-        self.plot.outputs = ()
-        self.plot.append_display_data(Image(data=buf.getvalue(), format="png"))
+        self.show_figure(layers_figure(calls))
         return first
-
-    def _ipython_display_(self):
-        from IPython.display import display
-        display(self.widget)
 
 
 def layer_explorer(model, x: torch.Tensor, **kw) -> LayerExplorer:

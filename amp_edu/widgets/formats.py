@@ -13,7 +13,6 @@ The logic is in plain functions (:func:`fate`, :func:`bits_html`, :func:`explore
 from __future__ import annotations
 
 import html
-import io
 import math
 
 import ipywidgets as W
@@ -21,6 +20,7 @@ from matplotlib.figure import Figure
 
 from ..formats import FORMATS, Decomposed, get_format, decompose, neighbours, ulp
 from ..viz import FIELD_COLORS, number_line
+from .base import Explorer
 
 __all__ = ["fate", "bits_html", "explorer_html", "number_line_caption", "number_line_figure",
            "FormatExplorer", "NumberLine", "format_explorer", "number_line_view"]
@@ -30,21 +30,19 @@ _SLIDER_MIN, _SLIDER_MAX = -30, 18  # log2 range of the magnitude slider: fp16's
 
 
 def fate(d: Decomposed) -> str:
-    """One phrase for what happened to the number: overflow, underflow, subnormal, normal..."""
-    if math.isnan(d.x):
-        return "NaN in, NaN out"
-    if math.isinf(d.x):
+    """One phrase for what happened to the number (:func:`amp_edu.formats.fate` decides which)."""
+    which = d.fate
+    if which == "nonfinite":
+        if math.isnan(d.x):
+            return "NaN in, NaN out"
         return "inf in: " + ("inf" if d.kind == "inf" else f"{d.kind} (no inf in {d.format.name})")
-    if d.overflowed:
+    if which == "overflow":
         return {"inf": "overflow → inf", "nan": "overflow → NaN",
                 "saturate": f"overflow → saturated to ±{d.format.max:g}"}[d.format.overflow]
-    if d.rounded_to_zero:
-        return "underflow → rounded to 0"
-    if d.kind == "subnormal":
-        return "subnormal (fewer significant bits)"
-    if d.kind == "zero":
-        return "zero"
-    return "normal, exact" if d.abs_error == 0 else "normal, rounded"
+    if which == "normal":
+        return "normal, exact" if d.abs_error == 0 else "normal, rounded"
+    return {"flush": "underflow → rounded to 0", "subnormal": "subnormal (fewer significant bits)",
+            "zero": "zero"}[which]
 
 
 def bits_html(d: Decomposed) -> str:
@@ -142,7 +140,7 @@ class _ValueControls:
         return W.HBox([self.text, self.slider])
 
 
-class FormatExplorer:
+class FormatExplorer(Explorer):
     """Enter or slide a value; every format's bits, stored value, errors and fate update."""
 
     def __init__(self, x: float = 0.1, names=None):
@@ -151,21 +149,15 @@ class FormatExplorer:
         self.text, self.slider = self.controls.text, self.controls.slider
         self.note = W.HTML()
         self.table = W.HTML()
-        self.text.observe(lambda _: self.update(), names="value")
-        self.widget = W.VBox([self.controls.box, self.note, self.table])
-        self.update()
+        self._wire((self.text,), self.controls.box, self.note, self.table)
 
     def update(self):
         x = self.text.value
         self.note.value = html.escape(_x32_note(x))
         self.table.value = explorer_html(x, self.names)
 
-    def _ipython_display_(self):
-        from IPython.display import display
-        display(self.widget)
 
-
-class NumberLine:
+class NumberLine(Explorer):
     """The grid of a ≤16-bit format around a value: pick the format, type or slide the value."""
 
     def __init__(self, x: float = 1.0, fmt: str = "fp16", count: int = 8):
@@ -181,28 +173,17 @@ class NumberLine:
         self.count = W.IntSlider(value=count, min=1, max=32, description="values/side")
         self.caption = W.HTML()
         self.plot = W.Output()
-        for control in (self.text, self.format, self.count):
-            control.observe(lambda _: self.update(), names="value")
-        self.widget = W.VBox([self.controls.box, W.HBox([self.format, self.count]), self.caption, self.plot])
-        self.update()
+        self._wire((self.text, self.format, self.count),
+                   self.controls.box, W.HBox([self.format, self.count]), self.caption, self.plot)
 
     def update(self):
-        from IPython.display import Image
-
         x, fmt, count = self.text.value, self.format.value, self.count.value
         if not math.isfinite(x):
             self.caption.value = f"x = {x}: not a finite number, nothing to place on the line"
-            self.plot.outputs = ()
+            self.show_figure(None)
             return
         self.caption.value = html.escape(number_line_caption(x, fmt, count))
-        buf = io.BytesIO()
-        number_line_figure(x, fmt, count).savefig(buf, format="png", dpi=80)
-        self.plot.outputs = ()
-        self.plot.append_display_data(Image(data=buf.getvalue(), format="png"))
-
-    def _ipython_display_(self):
-        from IPython.display import display
-        display(self.widget)
+        self.show_figure(number_line_figure(x, fmt, count))
 
 
 def format_explorer(x: float = 0.1, names=None) -> FormatExplorer:

@@ -14,12 +14,12 @@ controls to them, so tests set ``explorer.log2_scale.value`` and read ``explorer
 from __future__ import annotations
 
 import html
-import io
 
 import ipywidgets as W
 from matplotlib.figure import Figure
 
 from ..gradients import GradientRecord, flat_values, fp16_fractions, plot_histogram
+from .base import Explorer
 
 __all__ = ["loss_scale_summary", "loss_scale_figure", "LossScaleExplorer", "loss_scale_explorer"]
 
@@ -56,7 +56,7 @@ def loss_scale_figure(values, log2_scale: int = 0, *, title: str | None = None) 
     return fig
 
 
-class LossScaleExplorer:
+class LossScaleExplorer(Explorer):
     """A log2 loss-scale slider, a layer picker and an activations/weights switch over gradients.
 
     ``source`` is a :class:`~amp_edu.gradients.GradientRecord` (layers and both kinds available)
@@ -91,8 +91,7 @@ class LossScaleExplorer:
         self.kind.observe(self._on_kind, names="value")
         for c in (self.log2_scale, self.layer):
             c.observe(self._on_change, names="value")
-        self.widget = W.VBox([self.log2_scale, W.HBox([self.kind, self.layer]), self.text, self.plot])
-        self.update()
+        self._wire((), self.log2_scale, W.HBox([self.kind, self.layer]), self.text, self.plot)   # own wiring above
 
     def _layers(self, kind):
         if self.record is None:
@@ -121,19 +120,11 @@ class LossScaleExplorer:
         return self.record.by_layer(self.kind.value)[self.layer.value]
 
     def update(self):
-        from IPython.display import Image
         vals, k = self.current_values(), self.log2_scale.value
         s = loss_scale_summary(vals, k)
         self.text.value = html.escape(s["text"])
         what = "data" if self.record is None else f"{self.kind.value} gradients, {self.layer.value}"
-        buf = io.BytesIO()
-        loss_scale_figure(vals, k, title=what).savefig(buf, format="png", dpi=80)
-        self.plot.outputs = ()
-        self.plot.append_display_data(Image(data=buf.getvalue(), format="png"))
-
-    def _ipython_display_(self):
-        from IPython.display import display
-        display(self.widget)
+        self.show_figure(loss_scale_figure(vals, k, title=what))
 
 
 def loss_scale_explorer(source, log2_scale: int = 0, **kw) -> LossScaleExplorer:

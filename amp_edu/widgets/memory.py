@@ -13,11 +13,12 @@ import html
 import ipywidgets as W
 import torch
 
-from .. import memory
+from .. import formats, memory
+from .base import Explorer
 
 __all__ = ["memory_summary", "summary_text", "MemoryExplorer", "memory_explorer"]
 
-_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+_DTYPES = {name: formats.get(name).dtype for name in ("fp32", "bf16", "fp16")}
 
 
 def memory_summary(widths, batch: int, dtype: str, budget_bytes: float) -> dict:
@@ -46,7 +47,7 @@ def summary_text(s: dict, dtype: str, batch: int) -> str:
             f"({dtype}) vs {s['largest_batch_fp32']} (fp32).")
 
 
-class MemoryExplorer:
+class MemoryExplorer(Explorer):
     """Widths, dtype, batch and budget in; measured saved bytes and the largest batch out."""
 
     def __init__(self, widths=(784, 1024, 1024, 10), batch: int = 256, dtype: str = "bf16", budget_gib: float = 1.0):
@@ -55,10 +56,8 @@ class MemoryExplorer:
         self.batch = W.IntSlider(value=batch, min=1, max=8192, description="batch")
         self.budget = W.FloatLogSlider(value=budget_gib, base=2, min=-6, max=7, step=0.5, description="budget GiB")
         self.text = W.HTML()
-        for c in (self.widths, self.dtype, self.batch, self.budget):
-            c.observe(lambda _: self.update(), names="value")
-        self.widget = W.VBox([W.HBox([self.widths, self.dtype]), W.HBox([self.batch, self.budget]), self.text])
-        self.update()
+        self._wire((self.widths, self.dtype, self.batch, self.budget),
+                   W.HBox([self.widths, self.dtype]), W.HBox([self.batch, self.budget]), self.text)
 
     def update(self):
         try:
@@ -68,10 +67,6 @@ class MemoryExplorer:
             self.text.value = html.escape(f"widths must be comma-separated positive ints ({exc})")
             return
         self.text.value = html.escape(summary_text(s, self.dtype.value, self.batch.value))
-
-    def _ipython_display_(self):
-        from IPython.display import display
-        display(self.widget)
 
 
 def memory_explorer(**kw) -> MemoryExplorer:

@@ -12,19 +12,20 @@ wires sliders to it and draws the trajectory.
 from __future__ import annotations
 
 import html
-import io
 import math
 
 import ipywidgets as W
 import torch
 from matplotlib.figure import Figure
 
-from .. import viz
+from .. import formats, viz
+from ..debug.scale import diagnose_scales
 from ..scaler import update_rule
+from .base import Explorer
 
 __all__ = ["FP16_MAX", "simulate_scale", "summary_text", "scale_figure", "ScaleExplorer", "scale_explorer"]
 
-FP16_MAX = 65504.0
+FP16_MAX = formats.FP16.max      # 65504: a step overflows when scale × its largest gradient passes it
 
 
 def simulate_scale(steps: int = 3000, *, growth_interval: int = 2000, backoff_factor: float = 0.5,
@@ -74,12 +75,13 @@ def summary_text(run: dict) -> str:
     s, k, bad = run["scale"], run["skipped"], run["bad"]
     n, n_bad = sum(k), sum(bad)
     text = (f"{n} of {len(k)} steps skipped ({n / len(k):.1%}): {n - n_bad} because S times that step's "
-            f"largest gradient passed 65504, {n_bad} because the step made inf/NaN by itself (skipped at "
+            f"largest gradient passed {FP16_MAX:g}, {n_bad} because the step made inf/NaN by itself (skipped at "
             f"any S). S went from 2^{math.log2(s[0]):g} to 2^{math.log2(s[-1]):.3g} "
             f"(lowest 2^{math.log2(min(s)):.3g}).")
-    if n_bad and s[-1] < s[len(s) // 10] / 4:           # lower at the end than after the first tenth
+    d = diagnose_scales(s)                   # the rule debug.scale_verdict uses on a real run
+    if d.sick and d.falling:
         text += " The scale keeps falling: the bad steps, not the scale, are the problem."
-    elif n_bad:
+    elif d.sick:
         text += " The scale holds up, but the bad steps are still skipped: the settings hide them."
     return text
 
@@ -89,7 +91,7 @@ def scale_figure(run: dict, *, title: str | None = None) -> Figure:
     fig = Figure(figsize=(7, 3))
     ax = fig.add_subplot()
     viz.scale_trajectory(ax, run["scale"], run["skipped"])
-    ax.axhline(FP16_MAX, color="#7f7f7f", ls=":", lw=1, label="65504 (fp16 max)")
+    ax.axhline(FP16_MAX, color="#7f7f7f", ls=":", lw=1, label=f"{FP16_MAX:g} (fp16 max)")
     if title:
         ax.set_title(title)
     ax.legend(loc="lower left", fontsize=8)
@@ -97,7 +99,7 @@ def scale_figure(run: dict, *, title: str | None = None) -> Figure:
     return fig
 
 
-class ScaleExplorer:
+class ScaleExplorer(Explorer):
     """growth_interval, backoff_factor and overflow_rate in; the simulated scale trajectory out."""
 
     def __init__(self, steps: int = 3000, growth_interval: int = 200, backoff_factor: float = 0.5,
@@ -114,11 +116,9 @@ class ScaleExplorer:
                                              description="largest |grad|", style={"description_width": "initial"})
         self.text = W.HTML()
         self.plot = W.Output()
-        for c in (self.growth_interval, self.backoff, self.overflow_rate, self.largest_grad):
-            c.observe(lambda _: self.update(), names="value")
-        self.widget = W.VBox([W.HBox([self.growth_interval, self.backoff]),
-                              W.HBox([self.overflow_rate, self.largest_grad]), self.text, self.plot])
-        self.update()
+        self._wire((self.growth_interval, self.backoff, self.overflow_rate, self.largest_grad),
+                   W.HBox([self.growth_interval, self.backoff]),
+                   W.HBox([self.overflow_rate, self.largest_grad]), self.text, self.plot)
 
     def run(self) -> dict:
         return simulate_scale(self.steps, growth_interval=self.growth_interval.value, backoff_factor=self.backoff.value,
@@ -126,17 +126,9 @@ class ScaleExplorer:
                               seed=self.seed)
 
     def update(self):
-        from IPython.display import Image
         r = self.run()
         self.text.value = html.escape(summary_text(r))
-        buf = io.BytesIO()
-        scale_figure(r).savefig(buf, format="png", dpi=80)
-        self.plot.outputs = ()
-        self.plot.append_display_data(Image(data=buf.getvalue(), format="png"))
-
-    def _ipython_display_(self):
-        from IPython.display import display
-        display(self.widget)
+        self.show_figure(scale_figure(r))
 
 
 def scale_explorer(**kw) -> ScaleExplorer:

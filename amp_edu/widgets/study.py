@@ -8,12 +8,12 @@ verdict for that metric update. Nothing is retrained: the widget only re-reads a
 from __future__ import annotations
 
 import html
-import io
 
 import ipywidgets as W
 from matplotlib.figure import Figure
 
 from ..study import METRICS, Study, plot_curves, verdict
+from .base import Explorer
 
 __all__ = ["study_view", "StudyExplorer", "study_explorer"]
 
@@ -35,7 +35,7 @@ def study_view(study: Study, metric: str = "eval_loss", recipes=None, band: str 
     return fig, sentences
 
 
-class StudyExplorer:
+class StudyExplorer(Explorer):
     """Metric, recipes and band controls over a finished study."""
 
     def __init__(self, study: Study, metric: str = "eval_loss", band: str = "range"):
@@ -47,25 +47,14 @@ class StudyExplorer:
                                         description="recipes", rows=len(study.recipes))
         self.text = W.HTML()
         self.plot = W.Output()
-        for c in (self.metric, self.band, self.recipes):
-            c.observe(lambda _: self.update(), names="value")
-        self.widget = W.VBox([W.HBox([self.metric, self.band]), self.recipes, self.text, self.plot])
-        self.update()
+        self._wire((self.metric, self.band, self.recipes),
+                   W.HBox([self.metric, self.band]), self.recipes, self.text, self.plot)
 
     def update(self) -> list[str]:
-        from IPython.display import Image
-
         fig, sentences = study_view(self.study, self.metric.value, self.recipes.value, self.band.value)
         self.text.value = "<br>".join(html.escape(s) for s in sentences) or "(choose a recipe besides fp32)"
-        buf = io.BytesIO()
-        fig.savefig(buf, format="png", dpi=80)
-        self.plot.outputs = ()
-        self.plot.append_display_data(Image(data=buf.getvalue(), format="png"))
+        self.show_figure(fig)
         return sentences
-
-    def _ipython_display_(self):
-        from IPython.display import display
-        display(self.widget)
 
 
 def study_explorer(study: Study, **kw) -> StudyExplorer:
