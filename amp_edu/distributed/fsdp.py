@@ -1,0 +1,206 @@
+"""FSDP2 and mixed precision: rank functions for lesson 11 (run them with ``launch``).
+
+``fully_shard(module, mp_policy=MixedPrecisionPolicy(param_dtype, reduce_dtype))`` splits every
+parameter into one shard per rank, kept as an **fp32 DTensor** -- the master weights. Before a
+layer runs, its shards are all-gathered and cast to ``param_dtype`` (the compute copy, freed
+after use); after backward the full gradients are **reduce-scattered** in ``reduce_dtype`` and
+each rank keeps its fp32 gradient shard, which the optimizer applies to its fp32 parameter shard.
+
+* :func:`train_policies` trains the same model with several policies and seeds, side by side;
+* :func:`reduce_error` isolates what the reduce dtype does to one gradient;
+* :func:`memory` counts the bytes each rank really keeps, against the unsharded model.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from .launch import current, progress
+from .parity import shard, tiny_mlp
+from .sharded_scaler import local_tensor
+
+__all__ = ["POLICIES", "policy", "train_policies", "to_study", "reduce_error", "memory", "WIDTHS"]
+
+# name -> (param_dtype, reduce_dtype); None: keep the parameter's own dtype (fp32)
+POLICIES = {"bf16/bf16": (torch.bfloat16, torch.bfloat16), "bf16/fp32": (torch.bfloat16, torch.float32),
+            "fp32/fp32": (None, None)}
+WIDTHS = (32, 128, 128, 8)       # blobs: 32 features, 8 classes
+
+
+def policy(name: str):
+    """The ``MixedPrecisionPolicy`` for one of :data:`POLICIES` (``"param/reduce"``)."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy
+    if name not in POLICIES:
+        raise ValueError(f"unknown policy {name!r}; accepted: {', '.join(POLICIES)}")
+    param_dtype, reduce_dtype = POLICIES[name]
+    return MixedPrecisionPolicy(param_dtype=param_dtype, reduce_dtype=reduce_dtype)
+
+
+@torch.no_grad()
+def _evaluate(model, task) -> tuple[float, float]:
+    logits = model(task.x_eval)
+    return task.loss(logits, task.y_eval).item(), task.accuracy(logits, task.y_eval)
+
+
+def train_policies(rank: int, world_size: int, seeds=(0, 1, 2), steps: int = 150, policies=tuple(POLICIES),
+                   batch: int = 32, lr: float = 3e-3, n: int = 4096, eval_every: int = 10) -> dict:
+    """Train ``tiny_mlp(seed, WIDTHS)`` on the ``blobs`` task under each FSDP2 policy and seed.
+
+    Each rank draws its own batches (``batch`` examples, from a generator seeded by seed and
+    rank; the same for every policy); the seed also fixes the initial weights. Every rank
+    evaluates the same held-out set, so the numbers are equal on every rank.
+    Returns ``{policy: [{"eval_steps", "eval_loss", "eval_accuracy", "loss"} per seed]}``.
+    """
+    from ..data import get_task
+    device = current().device
+    task = get_task("blobs", seed=0, device=device, n=n)
+    out = {p: [] for p in policies}
+    for s, seed in enumerate(seeds):
+        for name in policies:
+            model = shard(tiny_mlp(seed, WIDTHS).to(device), policy(name), per_layer=False)
+            opt = torch.optim.AdamW(model.parameters(), lr=lr)
+            gen = torch.Generator().manual_seed(1000 * seed + rank)
+            run = {"eval_steps": [], "eval_loss": [], "eval_accuracy": [], "loss": []}
+            for step in range(1, steps + 1):
+                x, y = task.batch(batch, gen)
+                loss = task.loss(model(x), y)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                run["loss"].append(loss.item())
+                if step % eval_every == 0 or step == steps:
+                    el, ea = _evaluate(model, task)
+                    run["eval_steps"].append(step)
+                    run["eval_loss"].append(el)
+                    run["eval_accuracy"].append(ea)
+            out[name].append(run)
+            progress(f"seed {seed} ({s + 1}/{len(seeds)}) {name}: eval loss {run['eval_loss'][-1]:.4f}, "
+                     f"accuracy {run['eval_accuracy'][-1]:.3f}")
+    return out
+
+
+def to_study(result: dict, seeds, steps: int):
+    """:func:`train_policies`' result as an :class:`amp_edu.study.Study`, so lesson 08's verdict
+    (difference against fp32's seed-to-seed spread) applies unchanged."""
+    from ..study import Study
+    from ..train import History
+    runs = {}
+    for name, per_seed in result.items():
+        runs[name] = []
+        for r in per_seed:
+            h = History(recipe=name)
+            h.loss, h.eval_steps = list(r["loss"]), list(r["eval_steps"])
+            h.eval_loss, h.eval_accuracy = list(r["eval_loss"]), list(r["eval_accuracy"])
+            runs[name].append(h)
+    return Study(task="blobs (FSDP2, 2 ranks)", model="mlp", steps=steps, seeds=tuple(seeds),
+                 recipes=tuple(result), runs=runs)
+
+
+def _full_grads(model) -> list[torch.Tensor]:
+    return [p.grad.full_tensor().double().cpu() for p in model.parameters()]
+
+
+def reduce_error(rank: int, world_size: int, seed: int = 0, batch: int = 256, n: int = 4096) -> dict:
+    """One forward/backward of the same model on the same per-rank batches under each policy; the
+    full (all-gathered) gradients compared, as ``||g - g_ref|| / ||g_ref||`` over all parameters:
+
+    * ``bf16/bf16`` against ``bf16/fp32``: the same bf16 compute, only the reduction differs --
+      the error the reduce dtype adds;
+    * each against ``fp32/fp32``: everything bf16 does to the gradient.
+    """
+    from ..data import get_task
+    device = current().device
+    task = get_task("blobs", seed=0, device=device, n=n)
+    gen = torch.Generator().manual_seed(77 + rank)
+    x, y = task.batch(batch, gen)
+    grads = {}
+    for name in POLICIES:
+        model = shard(tiny_mlp(seed, WIDTHS).to(device), policy(name), per_layer=False)
+        task.loss(model(x), y).backward()
+        grads[name] = _full_grads(model)
+        grads[name + " dtype"] = str(next(model.parameters()).grad.dtype).replace("torch.", "")
+
+    def rel(a, b):
+        num = sum((u - v).pow(2).sum() for u, v in zip(grads[a], grads[b])).sqrt()
+        den = sum(v.pow(2).sum() for v in grads[b]).sqrt()
+        return (num / den).item()
+
+    progress("gradients compared")
+    return {"reduce only (bf16/bf16 vs bf16/fp32)": rel("bf16/bf16", "bf16/fp32"),
+            "bf16/bf16 vs fp32/fp32": rel("bf16/bf16", "fp32/fp32"),
+            "bf16/fp32 vs fp32/fp32": rel("bf16/fp32", "fp32/fp32"),
+            "grad dtype kept": {p: grads[p + " dtype"] for p in POLICIES}}
+
+
+def _nbytes(tensors) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+def _cast_copies_bytes(model, x, dtype) -> int:
+    """Bytes of weight copies autocast makes and saves for backward (its cast cache)."""
+    shapes = {tuple(p.shape) for p in model.parameters() if p.dim() >= 2}
+    shapes |= {s[::-1] for s in shapes}
+    seen: dict[int, int] = {}
+
+    def pack(t):
+        if t.dtype == dtype and tuple(t.shape) in shapes:
+            seen[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        with torch.autocast(x.device.type, dtype=dtype):
+            model(x).float().sum().backward()
+    return sum(seen.values())
+
+
+def memory(rank: int, world_size: int, widths=(32, 512, 512, 512, 8), batch: int = 16) -> dict:
+    """Bytes this rank keeps under FSDP2 ``bf16/fp32`` with AdamW after one step, by kind, and the
+    same for the unsharded model trained with autocast bf16 in one process.
+
+    ``transient_params`` is the largest all-gathered bf16 copy of one layer's parameters seen
+    during forward (FSDP2 frees it after the layer, with ``reshard_after_forward=True``).
+    """
+    device = current().device
+    gen = torch.Generator().manual_seed(5 + rank)
+    x = torch.randn(batch, widths[0], generator=gen).to(device)
+    # --- FSDP2, bf16 compute / fp32 reduce
+    model = shard(tiny_mlp(0, widths).to(device), policy("bf16/fp32"))
+    gathered = []
+
+    def during_forward(module, args, output):
+        gathered.append(_nbytes(module.parameters(recurse=False)))
+
+    for m in model:
+        if isinstance(m, nn.Linear):
+            m.register_forward_hook(during_forward)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    model(x).float().sum().backward()
+    opt.step()
+    params = [local_tensor(p) for p in model.parameters()]
+    sharded = {
+        "params": _nbytes(params),
+        "params dtype": str(params[0].dtype).replace("torch.", ""),
+        "grads": _nbytes(local_tensor(p.grad) for p in model.parameters()),
+        "grads dtype": str(local_tensor(next(model.parameters()).grad).dtype).replace("torch.", ""),
+        "optimizer": _nbytes(local_tensor(v) for st in opt.state.values() for k, v in st.items()
+                             if torch.is_tensor(v) and k != "step"),
+        "transient_params": max(gathered),
+        "local_numel": sum(p.numel() for p in params),
+    }
+    # --- the same model, unsharded, autocast bf16 (what one process keeps)
+    plain = tiny_mlp(0, widths).to(device)
+    opt = torch.optim.AdamW(plain.parameters(), lr=1e-3)
+    cast = _cast_copies_bytes(plain, x, torch.bfloat16)
+    opt.step()
+    unsharded = {
+        "params": _nbytes(plain.parameters()),
+        "grads": _nbytes(p.grad for p in plain.parameters()),
+        "optimizer": _nbytes(v for st in opt.state.values() for k, v in st.items()
+                             if torch.is_tensor(v) and k != "step"),
+        "transient_params": cast,
+        "numel": sum(p.numel() for p in plain.parameters()),
+    }
+    progress("bytes counted")
+    return {"fsdp2": sharded, "unsharded": unsharded, "world_size": world_size}
