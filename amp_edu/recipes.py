@@ -176,9 +176,16 @@ class Recipe:
         return None
 
     @property
+    def scaler_enabled(self) -> bool:
+        """Does the loss scaler do anything? A scaler without ``is_enabled`` (one built from
+        scratch, with only ``scale``/``unscale_``/``step``/``update``/``get_scale``) is enabled."""
+        is_enabled = getattr(self.scaler, "is_enabled", None)
+        return bool(is_enabled()) if is_enabled is not None else True
+
+    @property
     def skips_nonfinite(self) -> bool:
         """Whether a step with an inf/NaN gradient is skipped (only recipes that scale the loss)."""
-        return self.scaler.is_enabled()
+        return self.scaler_enabled
 
     def zero_grad(self) -> None:
         for p in self.params:

@@ -233,7 +233,7 @@ def train(task, model: "nn.Module | str | None" = None, recipe: "str | Recipe" =
                                                               weight_decay=weight_decay))
     sched = scheduler(opt) if scheduler is not None else _NoScheduler()
     hist = History(rec.name, model=model, optimizer=opt,
-                   scaler=rec.scaler if rec.scaler.is_enabled() else None)
+                   scaler=rec.scaler if rec.scaler_enabled else None)
     for step in range(1, steps + 1):
         _sync(dev)
         t0 = time.perf_counter()

@@ -195,3 +195,36 @@ def test_fp32_with_a_dynamic_scaler_is_torchs_scaled_fp32_loop():
         scaler.update()
     assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
     assert rec.scaler.get_scale() == scaler.get_scale() and [r.skipped for r in res] == [False, True, False, False]
+
+
+class _MinimalScaler:
+    """Only the five methods a from-scratch scaler has (lesson 04): no is_enabled, no state_dict."""
+
+    def __init__(self, device_type):
+        self.inner = torch.amp.GradScaler(device_type, init_scale=2.0 ** 24, growth_interval=2)
+
+    def scale(self, loss):
+        return self.inner.scale(loss)
+
+    def unscale_(self, opt):
+        self.inner.unscale_(opt)
+
+    def step(self, opt):
+        return self.inner.step(opt)
+
+    def update(self):
+        self.inner.update()
+
+    def get_scale(self):
+        return self.inner.get_scale()
+
+
+def test_a_scaler_with_only_the_five_methods_is_enough():
+    from amp_edu import data, train
+    task = data.get_task("blobs", device="cpu", n=64)
+    kw = dict(steps=4, batch_size=8, eval_every=0)
+    mini = train.train(task, "mlp", "amp_fp16", scaler_factory=_MinimalScaler, **kw)
+    ref = train.train(task, "mlp", "amp_fp16", scaler_kwargs=dict(init_scale=2.0 ** 24, growth_interval=2), **kw)
+    assert mini.skipped == ref.skipped and mini.scale == ref.scale and any(mini.skipped)
+    assert isinstance(mini.scaler, _MinimalScaler)
+    assert all(torch.equal(a, b) for a, b in zip(mini.model.parameters(), ref.model.parameters()))

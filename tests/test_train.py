@@ -36,6 +36,7 @@ def small(task, seed=0):
 def test_parse_recipe(spec, name, scale, master):
     r = T.parse_recipe(spec)
     assert r.name == name and isinstance(r, recipes.Master) == master
+    r.before_fit(torch.nn.Linear(2, 2), lambda params: torch.optim.SGD(params, lr=0.1))
     assert r.scale == (scale or 1.0) and r.skips_nonfinite == (scale is not None)
     assert T.parse_recipe(r) is r
 
