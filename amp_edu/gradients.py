@@ -33,6 +33,7 @@ This module measures that picture on our models:
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass, field
 
@@ -41,6 +42,7 @@ import torch.nn as nn
 
 from . import formats
 from .formats import FATES
+from .hooks import forward_hooks
 
 __all__ = ["FP16_MAX", "FP16_MIN_NORMAL", "FATES", "flat_values", "fp16_fate", "fp16_fractions",
            "log2_histogram", "GradientRecord", "capture", "layer_report", "max_safe_scale", "scale_sweep",
@@ -146,11 +148,11 @@ def capture(model: nn.Module, x, y, loss_fn, *, context=None) -> GradientRecord:
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be an nn.Module, got {type(model).__name__}")
     rec = GradientRecord(loss=float("nan"))
-    handles, seen = [], {}
+    seen = {}
 
-    def on_forward(name):
+    def on_forward(name, _module):
         def hook(_mod, _inp, out):
-            if isinstance(out, torch.Tensor) and out.is_floating_point() and out.requires_grad:
+            if name and isinstance(out, torch.Tensor) and out.is_floating_point() and out.requires_grad:
                 seen[name] = seen.get(name, 0) + 1
                 key = name if seen[name] == 1 else f"{name}#{seen[name]}"
                 rec.activations[key] = None                          # keep forward order
@@ -158,21 +160,12 @@ def capture(model: nn.Module, x, y, loss_fn, *, context=None) -> GradientRecord:
                     key, g.detach().float().cpu().reshape(-1)))
         return hook
 
-    for name, mod in model.named_modules():
-        if name and not any(True for _ in mod.children()):
-            handles.append(mod.register_forward_hook(on_forward(name)))
     model.zero_grad(set_to_none=True)
-    try:
-        if context is None:
+    with forward_hooks(model, on_forward, leaves_only=True):      # the model itself is not a layer
+        with context() if context is not None else contextlib.nullcontext():
             out = model(x)
-        else:
-            with context():
-                out = model(x)
         loss = loss_fn(out, y)
         loss.backward()
-    finally:
-        for h in handles:
-            h.remove()
     rec.loss = float(loss.detach())
     rec.activations = {k: v for k, v in rec.activations.items() if v is not None}
     rec.weights = {n: p.grad.detach().float().cpu().reshape(-1)

@@ -33,6 +33,8 @@ from typing import Callable, Sequence
 import torch
 import torch.nn as nn
 
+from .hooks import module_stack
+
 __all__ = ["SavedTensor", "SavedReport", "saved_tensors", "saved_bytes", "relu_mlp", "relu_mlp_saved_bytes",
            "relu_mlp_line", "fit_line",
            "largest_batch", "training_state_bytes", "peak_cuda_bytes"]
@@ -120,7 +122,6 @@ def saved_tensors(fn: Callable[[], object], model: nn.Module | None = None) -> S
     params = list(model.parameters()) if model is not None else []
     param_ids = {id(p) for p in params}
     param_storages = {(p.device, p.untyped_storage().data_ptr()) for p in params}
-    stack: list[str] = []
     seen: dict[tuple, SavedTensor] = {}
     keep: list[torch.Tensor] = []   # hold every saved tensor so no storage is freed and reused
 
@@ -134,29 +135,14 @@ def saved_tensors(fn: Callable[[], object], model: nn.Module | None = None) -> S
                 kind = "weight_copy"
             else:
                 kind = "activation"
-            seen[key] = SavedTensor(stack[-1] if stack else "", type(t.grad_fn).__name__ if t.grad_fn else "",
+            seen[key] = SavedTensor(where() or "", type(t.grad_fn).__name__ if t.grad_fn else "",
                                     tuple(t.shape), t.dtype, t.untyped_storage().nbytes(), kind)
         return t
 
-    def enter(label):
-        def hook(module, args):
-            stack.append(label)
-        return hook
-
-    def leave(module, args, output):
-        stack.pop()   # a forward hook that returned a value would replace the output
-
-    handles = []
-    if model is not None:
-        for name, mod in model.named_modules():
-            handles.append(mod.register_forward_pre_hook(enter(name or type(mod).__name__)))
-            handles.append(mod.register_forward_hook(leave))
-    try:
+    # which module is running when autograd saves a tensor (the model itself by its class name)
+    with module_stack(model, lambda name, mod: name or type(mod).__name__) as where:
         with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
             out = fn()
-    finally:
-        for h in handles:
-            h.remove()
     del out, keep
     return SavedReport(list(seen.values()))
 

@@ -20,25 +20,18 @@ from typing import Any, Callable
 import torch
 from torch.overrides import TorchFunctionMode
 
+from .. import formats, tree
+from ..hooks import module_stack
+
 __all__ = ["OpRecord", "Trace", "trace_dtypes", "compare", "short_dtype"]
 
-_SHORT = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16", torch.float64: "fp64",
-          torch.int64: "int64", torch.int32: "int32", torch.bool: "bool", torch.uint8: "uint8"}
-
-
 def short_dtype(dtype: torch.dtype) -> str:
-    """'fp32', 'bf16', ... (the torch name for others)."""
-    return _SHORT.get(dtype, str(dtype).replace("torch.", ""))
+    """'fp32', 'bf16', 'fp64', 'int64' ... (:func:`amp_edu.formats.short_name` names them)."""
+    return formats.short_name(dtype)
 
 
 def _dtypes(obj) -> tuple[str, ...]:
-    if isinstance(obj, torch.Tensor):
-        return (short_dtype(obj.dtype),)
-    if isinstance(obj, (list, tuple)):
-        return tuple(d for item in obj for d in _dtypes(item))
-    if isinstance(obj, dict):
-        return tuple(d for item in obj.values() for d in _dtypes(item))
-    return ()
+    return tuple(short_dtype(t.dtype) for t in tree.tensors(obj))
 
 
 @dataclass
@@ -90,24 +83,8 @@ class _Recorder(TorchFunctionMode):
 @contextlib.contextmanager
 def _module_names(fn):
     """Track which submodule of ``fn`` (if it is an nn.Module) is running."""
-    stack = [""]
-    handles = []
-
-    def enter(name):
-        return lambda module, inputs: stack.append(name)     # returns None: inputs unchanged
-
-    def leave(module, inputs, output):
-        stack.pop()                                           # returns None: output unchanged
-
-    if isinstance(fn, torch.nn.Module):
-        for name, mod in fn.named_modules():
-            handles.append(mod.register_forward_pre_hook(enter(name)))
-            handles.append(mod.register_forward_hook(leave))
-    try:
-        yield lambda: stack[-1] or "(top)"
-    finally:
-        for h in handles:
-            h.remove()
+    with module_stack(fn) as current:
+        yield lambda: current() or "(top)"
 
 
 def _enter(context) -> contextlib.AbstractContextManager:
