@@ -123,12 +123,17 @@ def _check_one_element_float(tensor: torch.Tensor, name: str, kind: str, device_
 
 def _first_bad_grad(grads: list[torch.Tensor], device_type: str) -> tuple[int, Exception | None]:
     """Index and error of the first gradient torch's kernel would refuse (it walks the list in
-    order, so the gradients before it are already unscaled when it raises), or ``(len, None)``."""
+    order, so the gradients before it are already unscaled when it raises), or ``(len, None)``.
+    A sparse tensor anywhere is refused before any work, by torch's dispatcher."""
+    for g in grads:
+        if g.layout != torch.strided:
+            backend = {torch.sparse_coo: "Sparse", torch.sparse_csr: "SparseCsr"}.get(g.layout, str(g.layout))
+            return 0, NotImplementedError(
+                f"Could not run 'aten::_amp_foreach_non_finite_check_and_unscale_' with arguments from the "
+                f"'{backend}{device_type.upper()}' backend.")
     for i, g in enumerate(grads):
         if g.device.type != device_type:
             return i, RuntimeError(f"one of scaled_grads was not a {device_type.upper()} tensor.")
-        if g.layout != torch.strided:
-            return i, RuntimeError("one of scaled_grads was not a strided tensor.")
         if g.dtype not in _UNSCALABLE:
             label = str(g.dtype).removeprefix("torch.")
             name = {"float64": "Double", "float32": "Float", "int64": "Long", "int32": "Int", "int16": "Short",

@@ -12,6 +12,7 @@ import pickle
 import warnings
 
 import pytest
+import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -712,3 +713,152 @@ def test_model_parallel_gradients_on_two_devices_are_grouped_by_device():
         s.update()
     assert torch.equal(results[0][0], results[1][0]) and torch.equal(bits(results[0][1]), bits(results[1][1]))
     assert results[0][2] == results[1][2] == 1.0
+
+
+# ---------------------------------------------------------------------------------------------
+# Edge cases found by a systematic side-by-side search (issue 15), each compared at test time
+# ---------------------------------------------------------------------------------------------
+
+def _grad_step(cls, dtype, *, sparse=False, unscale=False, fused=False):
+    """One scaled step of a 3-element parameter of ``dtype`` whose gradient holds an inf."""
+    p = nn.Parameter(torch.ones(3, dtype=dtype))
+    opt = torch.optim.Adam([p], lr=0.1, fused=True) if fused else torch.optim.SGD([p], lr=0.1)
+    s = cls("cpu", init_scale=4.0)
+    s.scale(torch.ones(()))
+    g = torch.tensor([1.0, INF, 2.0]).to(dtype)
+    p.grad = torch.sparse_coo_tensor(torch.tensor([[0, 2, 1]]), g, (3,)) if sparse else g
+    if unscale:
+        s.unscale_(opt)
+    s.step(opt)
+    s.update()
+    return s.get_scale(), p.detach().clone(), p.grad.to_dense() if p.grad.is_sparse else p.grad
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16, torch.complex64,
+                                   torch.complex128, torch.int64], ids=str)
+@pytest.mark.parametrize("how", ["dense", "sparse", "unscale_", "fused"])
+def test_gradient_dtypes_and_layouts_behave_like_torch(dtype, how):
+    """Complex and integer gradients are refused with torch's NotImplementedError and message;
+    fp16 ones with its ValueError (unless the fused optimizer only checks); the rest match bitwise."""
+    if how == "sparse" and dtype == torch.int64:
+        pytest.skip("torch.sparse_coo_tensor of int64 values with an inf cannot be built")
+    kw = dict(sparse=how == "sparse", unscale=how == "unscale_", fused=how == "fused")
+    theirs, ours = outcome(lambda: _grad_step(TorchScaler, dtype, **kw)), outcome(lambda: _grad_step(GradScaler, dtype, **kw))
+    assert ours[0] == theirs[0]
+    if theirs[0] == "ok":
+        assert ours[1][0] == theirs[1][0]
+        for a, b in zip(ours[1][1:], theirs[1][1:]):
+            assert torch.equal(bits(a, any_nan=True), bits(b, any_nan=True))
+    else:
+        assert ours[1] == theirs[1]
+
+
+def test_list_scale_survives_load_state_dict_before_backward():
+    """``scale([a, b])`` hands out copies of the scale: a later in-place write to the scaler's
+    own tensor (load_state_dict, update(new_scale)) must not break the pending backward."""
+    for reset in (lambda s: s.load_state_dict(s.state_dict()), lambda s: s.update(8.0)):
+        grads = []
+        for cls in BOTH:
+            s = cls("cpu")
+            a, b = torch.ones(2, requires_grad=True), torch.ones(2, requires_grad=True)
+            l1, l2 = s.scale([a.sum(), b.sum()])
+            reset(s)
+            (l1 + l2).backward()
+            grads.append((a.grad, b.grad))
+        assert all(torch.equal(x, y) for x, y in zip(*grads))
+
+
+def _raw_unscale(impl, grads, found, inv):
+    """Outcome of one raw unscale call: ``("ok", [*grads, found_inf])`` or the error, where a
+    dispatcher error is cut to its first sentence (the rest lists torch's registered backends)."""
+    kind, value = outcome(lambda: impl(grads, found, inv))
+    if kind == "ok":
+        return kind, [g.clone() for g in grads] + [found.clone()]
+    return kind, value.split(" This could be because")[0]
+
+
+@pytest.mark.parametrize("shape", [(), (1,), (1, 1), (2,)], ids=str)
+@pytest.mark.parametrize("scalar_dtype", [torch.float32, torch.float64, torch.float16], ids=str)
+def test_raw_kernels_accept_and_refuse_scalars_like_torch(shape, scalar_dtype):
+    """torch's kernels take the scale, inv_scale and found_inf as any 1-element float32 tensor
+    (shape () or (1,)) and refuse others with their own messages."""
+    def unscale(impl):
+        grads = [torch.full((4,), 4.0), torch.full((2, 2), INF)]
+        return _raw_unscale(impl, grads, torch.zeros(shape, dtype=scalar_dtype),
+                            torch.full(shape, 0.25, dtype=scalar_dtype))
+
+    def update(impl):
+        scale, tracker = torch.full(shape, 4.0, dtype=scalar_dtype), torch.zeros(shape, dtype=torch.int32)
+        kind, value = outcome(lambda: impl(scale, tracker, torch.zeros(shape, dtype=scalar_dtype), 2.0, 0.5, 1))
+        return (kind, [scale, tracker]) if kind == "ok" else (kind, value)
+
+    for script, (theirs_fn, ours_fn) in ((unscale, (torch._amp_foreach_non_finite_check_and_unscale_,
+                                                    S.non_finite_check_and_unscale_)),
+                                         (update, (torch._amp_update_scale_, S.update_scale_))):
+        theirs, ours = script(theirs_fn), script(ours_fn)
+        assert ours[0] == theirs[0]
+        if theirs[0] == "ok":
+            assert all(torch.equal(a, b) for a, b in zip(ours[1], theirs[1], strict=True))
+        else:
+            assert ours[1] == theirs[1]
+
+
+@pytest.mark.parametrize("grads", [
+    lambda: [torch.full((4,), 4.0), torch.full((4,), 4.0, dtype=torch.half), torch.full((4,), 4.0, dtype=torch.bfloat16)],
+    lambda: [torch.full((4,), 4.0), torch.ones(4, dtype=torch.int64), torch.full((4,), 4.0)],
+    lambda: [torch.full((4,), 4.0), torch.ones(4, dtype=torch.complex64)],
+    lambda: [torch.full((4,), 4.0), torch.ones(4).to_sparse()],
+    lambda: [],
+], ids=["mixed-float-dtypes", "int-in-the-middle", "complex", "sparse", "empty"])
+def test_raw_unscale_on_odd_lists_like_torch(grads):
+    """Mixed dtypes in one call are fine; a refused tensor raises torch's error *after* the
+    tensors before it were unscaled, as torch's kernel walks the list in order."""
+    theirs = _raw_unscale(torch._amp_foreach_non_finite_check_and_unscale_, grads(), torch.zeros(1), torch.full((1,), 0.25))
+    ours = _raw_unscale(S.non_finite_check_and_unscale_, grads(), torch.zeros(1), torch.full((1,), 0.25))
+    assert ours[0] == theirs[0]
+    if theirs[0] == "ok":
+        assert all(torch.equal(a, b) for a, b in zip(ours[1], theirs[1], strict=True))
+    else:
+        assert ours[1] == theirs[1]
+
+
+def test_partial_unscale_before_a_refused_gradient_matches_torch():
+    """The tensors before a refused one are already unscaled when the error is raised."""
+    def run(impl):
+        grads = [torch.full((4,), 4.0), torch.ones(4, dtype=torch.int64)]
+        try:
+            impl(grads, torch.zeros(1), torch.full((1,), 0.25))
+        except NotImplementedError:
+            pass
+        return grads[0]
+    assert torch.equal(run(S.non_finite_check_and_unscale_), run(torch._amp_foreach_non_finite_check_and_unscale_))
+    assert run(S.non_finite_check_and_unscale_).eq(1.0).all()
+
+
+def test_per_optimizer_stage_is_torchs_enum():
+    """Stages are torch's ``OptState`` members, so code that inspects ``_per_optimizer_states``
+    (torch's tests, FSDP's ShardedGradScaler) sees the same values as with torch's scaler."""
+    assert S.OptState is torch.amp.grad_scaler.OptState
+    assert GradScaler("cpu")._per_optimizer_states["x"] == torch.amp.grad_scaler._refresh_per_optimizer_state()
+
+
+@pytest.mark.parametrize("value", [torch.tensor(3.0), torch.tensor([3.0]), np.float32(3.0), np.float64(3.0), np.int64(3),
+                                   True, 3, 3.0, "3", None, torch.tensor(3), np.array(3.0)], ids=repr)
+@pytest.mark.parametrize("setter", ["set_growth_factor", "set_backoff_factor", "set_growth_interval", "init_scale",
+                                    "growth_factor", "backoff_factor", "growth_interval", "enabled"])
+def test_setters_and_constructor_arguments_of_every_type_like_torch(setter, value):
+    """Tensor, NumPy, bool, int, float, str and None arguments: the same result or the same error
+    (many are accepted by both and only fail, with torch's argument-parser message, at update)."""
+    def script(cls):
+        kw = {} if setter.startswith("set_") else {setter: value}
+        s = cls("cpu", **({"growth_interval": 1} | kw))
+        if setter.startswith("set_"):
+            getattr(s, setter)(value)
+        p = nn.Parameter(torch.ones(2))
+        opt = torch.optim.SGD([p], lr=0.1)
+        for _ in range(2):
+            s.scale(p.sum()).backward()
+            s.step(opt)
+            s.update()
+        return s.get_scale(), s._get_growth_tracker(), p.tolist(), repr(s.state_dict())
+    assert outcome(lambda: script(GradScaler)) == outcome(lambda: script(TorchScaler))
