@@ -1,0 +1,198 @@
+"""Grader for exercise 11: the cross-rank inf check and unscale of a sharded loss scaler.
+
+:func:`check_unscale_and_sync` grades ``unscale_and_sync_(grads, scale, group) -> found_inf``:
+``grads`` are *this rank's* gradient shards (a list, possibly empty), ``scale`` the float32 0-dim
+loss scale, ``group`` the process group. The function multiplies every gradient in place by
+``1/scale`` (computed in float64, stored as float32), records whether any of this rank's
+gradients held inf/NaN before that, and **all-reduces** the record over ``group``, so it returns
+a float32 tensor of shape ``(1,)`` that is nonzero on every rank if any rank found one.
+
+To grade in a second or two without starting processes, the grader *emulates* two ranks: two
+threads, each with its own gloo process group over one in-memory store (the collectives are real
+gloo all-reduces). Each case gives each rank its own gradients. A rank that skips the collective
+leaves the other waiting: the groups time out after a few seconds and the grader says which
+rank did not take part. Expected values come from :mod:`amp_edu.scaler` (bit-identical to
+torch's kernels) and the rule "nonzero everywhere iff any rank found an inf/NaN".
+"""
+
+from __future__ import annotations
+
+import datetime
+import itertools
+import math
+import threading
+
+import torch
+import torch.distributed as dist
+
+from .. import scaler as _ref
+from .core import NOT_DONE_HINT, fail, passed, require_callable
+
+__all__ = ["check_unscale_and_sync", "run_ranks", "CASES"]
+
+INF, NAN = math.inf, math.nan
+WORLD = 2
+_TIMEOUT_S = 3.0
+_counter = itertools.count()
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    t = torch.where(t.isnan(), torch.full_like(t, NAN), t)
+    return t.contiguous().view({2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()])
+
+
+def _same_tensor(a, b) -> bool:
+    return isinstance(a, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape and torch.equal(_bits(a), _bits(b))
+
+
+def run_ranks(fn, per_rank_args, timeout_s: float = _TIMEOUT_S) -> list:
+    """Call ``fn(*per_rank_args[r], group)`` for each emulated rank ``r`` at the same time, in
+    threads, each with its own gloo group of ``len(per_rank_args)`` ranks; returns, per rank,
+    ``("ok", result)``, ``("error", exception)`` or ``("hung", None)``."""
+    world = len(per_rank_args)
+    store = dist.PrefixStore(f"l11-{next(_counter)}", dist.HashStore())
+    out: list = [("hung", None)] * world
+
+    def body(r):
+        try:
+            group = dist.ProcessGroupGloo(store, r, world, datetime.timedelta(seconds=timeout_s))
+            out[r] = ("ok", fn(*per_rank_args[r], group))
+        except BaseException as exc:  # noqa: BLE001 - reported to the learner
+            out[r] = ("error", exc)
+
+    threads = [threading.Thread(target=body, args=(r,), daemon=True) for r in range(world)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout_s + 5.0)
+    return out
+
+
+def _reference(grads: list[torch.Tensor], scale: torch.Tensor) -> tuple[list[torch.Tensor], bool]:
+    grads = [g.clone() for g in grads]
+    found = torch.zeros((), dtype=torch.float32)
+    inv = _ref.inverse_scale(scale)
+    by_dtype: dict = {}
+    for g in grads:
+        by_dtype.setdefault(g.dtype, []).append(g)
+    for same in by_dtype.values():
+        _ref.non_finite_check_and_unscale_(same, found, inv)
+    return grads, bool(found.item())
+
+
+def _cases():
+    gen = torch.Generator().manual_seed(11)
+    r = lambda *shape: torch.randn(*shape, generator=gen) * 1000  # noqa: E731
+    t = torch.tensor
+    # label, [rank 0's grads, rank 1's grads], scale
+    yield "clean gradients on both ranks", [[r(4, 3), r(3)], [r(4, 3), r(3)]], 65536.0
+    yield "an inf in rank 1's shard only", [[r(4, 3), r(3)], [r(4, 3), t([1.0, INF, 2.0])]], 65536.0
+    yield "a NaN in rank 0's shard only", [[t([1.0, NAN]), r(3)], [r(2), r(3)]], 1024.0
+    yield "an inf on both ranks", [[t([INF, 1.0]), r(2)], [r(2), t([-INF, 3.0])]], 4096.0
+    yield "rank 1 holds no gradients; rank 0 an inf", [[r(5), t([INF])], []], 65536.0
+    yield "rank 1 holds no gradients; all clean", [[r(5), r(2, 2)], []], 256.0
+    yield "ranks hold different numbers of tensors", [[r(3), r(3), r(2)], [t([1.0, INF])]], 8.0
+    yield "a scale that is not a power of two (3.0)", [[r(7)], [t([1.0, 3.0, 10.0])]], 3.0
+    yield "fp16 gradients (FSDP with fp16 parameters)", [[r(4).half(), r(3).half()], [t([2.0, 65504.0]).half()]], 1024.0
+    yield "large finite values (a sum overflows, they don't)", [[t([3.0e38, 3.0e38])], [r(2)]], 1.0
+    yield "scale below 1: unscaling overflows a finite value", [[t([1.0e38, 2.0])], [r(2)]], 0.25
+
+
+CASES = [label for label, _, _ in _cases()]
+
+
+def _show(per_rank, scale) -> str:
+    def one(gs):
+        return "[" + ", ".join(f"{g.flatten()[:3].tolist()}{'...' if g.numel() > 3 else ''} ({str(g.dtype)[6:]})"
+                               for g in gs) + "]"
+    return f"rank 0 grads {one(per_rank[0])}, rank 1 grads {one(per_rank[1])}, scale {scale!r}"
+
+
+def _error_hint(exc: BaseException, label: str) -> str:
+    text = f"{type(exc).__name__}: {exc}"
+    if "Default process group has not been initialized" in text:
+        return "pass the group: dist.all_reduce(found_inf, group=group) -- there is no default group here"
+    if "imed out" in text or "Timeout" in text or "timeout" in text:
+        return ("this rank waited in a collective the other rank never joined: every rank must call "
+                "all_reduce exactly once per call -- also a rank with no gradients, and not once per tensor "
+                "(ranks hold different numbers of tensors)")
+    return "your function raised on this input"
+
+
+def check_unscale_and_sync(unscale_and_sync_) -> None:
+    """Grade ``unscale_and_sync_(grads, scale, group) -> found_inf`` (see the module docstring)."""
+    name = "unscale_and_sync_"
+    require_callable(name, unscale_and_sync_)
+    n = 0
+    for label, per_rank, scale_value in _cases():
+        scale = torch.tensor(scale_value, dtype=torch.float32)
+        expected = [_reference(gs, scale) for gs in per_rank]
+        any_found = any(f for _, f in expected)
+        theirs = [[g.clone() for g in gs] for gs in per_rank]
+        shown = f"{label}: {_show(per_rank, scale_value)}"
+        want = f"float32 tensor of shape (1,), {'nonzero' if any_found else '0'} on both ranks"
+        outcome = run_ranks(unscale_and_sync_, [(theirs[r], scale.clone()) for r in range(WORLD)])
+        for r, (kind, value) in enumerate(outcome):
+            if kind == "error" and isinstance(value, NotImplementedError):
+                raise fail(name, input=shown, expected=want, got="NotImplementedError", hint=NOT_DONE_HINT)
+        for r, (kind, value) in enumerate(outcome):
+            if kind == "ok":
+                continue
+            other = 1 - r
+            if outcome[other][0] == "ok" and not per_rank[other]:
+                hint = (f"rank {other} holds no gradients and returned without joining the all-reduce, so "
+                        f"rank {r} waited for it until the timeout: every rank must call all_reduce, "
+                        "even with nothing to check (torch's ShardedGradScaler makes a found_inf for that case)")
+            elif kind == "hung":
+                hint = "rank did not return within the time limit (an endless loop, or a collective no one else joined)"
+            else:
+                hint = _error_hint(value, label)
+            got = "no answer (hung)" if kind == "hung" else f"{type(value).__name__}: {str(value)[:200]}"
+            raise fail(name, input=f"{shown} [rank {r}]", expected=want, got=got, hint=hint)
+        results = [value for _, value in outcome]
+        for r, got in enumerate(results):
+            if not (isinstance(got, torch.Tensor) and got.dtype == torch.float32 and tuple(got.shape) == (1,)):
+                raise fail(name, input=f"{shown} [rank {r}]", expected=want, got=got,
+                           hint="keep found_inf a float32 tensor of shape (1,) -- torch.zeros(1) then fill_(1.0): "
+                                "the scaler's update() adds these tensors and compares with 1.0; a bool or int "
+                                "tensor (or a Python bool) is not what it expects")
+        nonzero = [bool(g.item() != 0) for g in results]
+        local = [f for _, f in expected]
+        if nonzero != [any_found] * WORLD:
+            if nonzero == local:
+                hint = ("each rank reported only its own shard: all-reduce found_inf over the group "
+                        "(dist.all_reduce(found_inf, group=group)) before returning, or the ranks take "
+                        "different skip decisions and their weights drift apart")
+            elif all(local) and not any(nonzero):
+                hint = ("both ranks found an inf: the SUM all-reduce gives 2.0, not 1.0 -- any nonzero "
+                        "found_inf means skip; do not compare it with 1 (or use ReduceOp.MAX)")
+            elif any_found and not any(local[r] == nonzero[r] for r in range(WORLD)):
+                hint = "found_inf is nonzero when a gradient is NOT finite (torch.isfinite(g).all() is False)"
+            else:
+                hint = ("found_inf must be nonzero on every rank exactly when some rank's gradients held inf, "
+                        "-inf or NaN before unscaling (check with torch.isfinite, before multiplying)")
+            raise fail(name, input=shown, expected=want, got=[g.tolist() for g in results], hint=hint)
+        if len({g.item() for g in results}) != 1:
+            raise fail(name, input=shown, expected="the same found_inf on both ranks", got=[g.tolist() for g in results],
+                       hint="return the all-reduced tensor itself, on every rank")
+        for r in range(WORLD):
+            for k, (a, b) in enumerate(zip(theirs[r], expected[r][0])):
+                if _same_tensor(a, b):
+                    continue
+                g0 = per_rank[r][k]
+                if torch.equal(_bits(a), _bits(g0)):
+                    hint = ("the gradients were not unscaled: multiply each one in place by the inverse "
+                            "scale (g.mul_(inv)) -- also when an inf was found (the step is skipped anyway)")
+                elif torch.equal(_bits(a), _bits(g0 * scale_value)):
+                    hint = "you multiplied by the scale S: unscaling multiplies by 1/S"
+                elif scale_value != 1.0 and (torch.equal(_bits(a), _bits(g0 / scale_value)) or torch.equal(
+                        _bits(a), _bits((g0.double() * (1.0 / scale_value)).to(g0.dtype)))):
+                    hint = ("multiply by the float32-rounded inverse: inv = scale.double().reciprocal().float() "
+                            "(computed in float64, stored as float32), then g.mul_(inv). Dividing by S, or "
+                            "multiplying in float64 by the unrounded 1/S, rounds differently in the last bit "
+                            "for a scale like 3 -- and then your ranks would not match torch's scaler")
+                else:
+                    hint = "each gradient becomes g * inv, in place, with inv = float32(1/scale computed in float64)"
+                raise fail(name, input=f"{shown} [rank {r}, gradient #{k}]", expected=b, got=a, hint=hint)
+        n += 1
+    passed(name, f"{n} cases, 2 emulated ranks (threads with real gloo all-reduces)")
