@@ -135,10 +135,7 @@ def _first_bad_grad(grads: list[torch.Tensor], device_type: str) -> tuple[int, E
         if g.device.type != device_type:
             return i, RuntimeError(f"one of scaled_grads was not a {device_type.upper()} tensor.")
         if g.dtype not in _UNSCALABLE:
-            label = str(g.dtype).removeprefix("torch.")
-            name = {"float64": "Double", "float32": "Float", "int64": "Long", "int32": "Int", "int16": "Short",
-                    "int8": "Char", "uint8": "Byte", "bool": "Bool", "complex64": "ComplexFloat",
-                    "complex128": "ComplexDouble", "complex32": "ComplexHalf"}.get(label, label)
+            name = g.type().removeprefix("torch.").removeprefix("cuda.").removesuffix("Tensor")  # C++ name: 'Long'
             return i, NotImplementedError(
                 f'"_amp_foreach_non_finite_check_and_unscale_{device_type}" not implemented for \'{name}\'')
     return len(grads), None
