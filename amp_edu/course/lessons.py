@@ -70,3 +70,16 @@ def by_number(n: int) -> Lesson:
         if lesson.number == n:
             return lesson
     raise ValueError(f"no lesson {n!r}; the lessons are {[l.number for l in LESSONS]}")
+
+
+README_HEADER = "| # | lesson | you will |\n|---|---|---|\n"
+
+
+def readme_table() -> str:
+    """The README's lesson table, generated from :data:`LESSONS` (a test checks README.md holds
+    exactly this text)."""
+    return README_HEADER + "".join(f"| {l.number:02d} | {l.title} | {l.you_will} |\n" for l in LESSONS)
+
+
+if __name__ == "__main__":          # python -m amp_edu.course.lessons  → the README table
+    print(readme_table(), end="")
