@@ -37,9 +37,11 @@ test: install
 exercises: install
 	$(PY) -m amp_edu exercises
 
+# NB: a notebook or a folder of submissions; ARGS: more options, e.g. ARGS="--jobs 2 --csv grades.csv"
+# (python -m amp_edu grade --help lists them).
 grade: install
-	@test -n "$(NB)" || { echo "usage: make grade NB=exercises/NN_name.ipynb"; exit 2; }
-	$(PY) -m amp_edu grade "$(NB)"
+	@test -n "$(NB)" || { echo 'usage: make grade NB=exercises/NN_name.ipynb|FOLDER [ARGS="--jobs 2 --csv grades.csv"]'; exit 2; }
+	$(PY) -m amp_edu grade "$(NB)" $(ARGS)
 
 doctor: install
 	$(PY) -m amp_edu doctor

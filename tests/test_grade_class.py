@@ -283,3 +283,29 @@ def test_a_signal_stops_the_run_reports_it_and_leaves_no_process(tmp_path, sig):
     assert survivors == []
     assert not [p for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"] == ["sleep", "123.25"]]
     assert {p.pid for p in me.children(recursive=True)} == children_before
+
+
+def test_a_stop_from_another_thread_ends_a_running_cell_and_kill_all_is_safe_meanwhile(tmp_path):
+    import threading
+    stop = threading.Event()
+    box = {}
+
+    def worker():
+        with kernel.Kernel(tmp_path, stop=stop) as k:
+            box["pid"] = k.proc.pid
+            box["run"] = k.run(HANG, timeout=60)
+
+    t = threading.Thread(target=worker)
+    t.start()
+    deadline = time.monotonic() + 30
+    while "pid" not in box and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.5)
+    t0 = time.monotonic()
+    stop.set()
+    kernel.kill_all()            # as the signal path does: processes only, sockets left to the owner
+    t.join(10)
+    assert not t.is_alive() and time.monotonic() - t0 < 5
+    assert box["run"].status == "stopped"
+    assert not psutil.pid_exists(box["pid"]) or psutil.Process(box["pid"]).status() == psutil.STATUS_ZOMBIE
+    assert not kernel.LIVE

@@ -119,10 +119,11 @@ def grade_file(path, *, smoke: bool = False, timeout: float = G.DEFAULT_TIMEOUT,
                 raise ValueError(f"not a notebook: {type(exc).__name__}: {G.first_line(str(exc))}") from exc
             res.checks = G.grade_notebook(nb, tmp, smoke=smoke, timeout=timeout,
                                           notebook_timeout=notebook_timeout, stop=stop)
-        except G.GradingInterrupted:
-            res.error, res.interrupted = "not graded: the run was interrupted", True
-        except (ValueError, OSError, kernel.KernelError) as exc:
-            res.error = str(exc)
+        except (ValueError, OSError, kernel.KernelError, G.GradingInterrupted) as exc:
+            if stop is not None and stop.is_set():
+                res.error, res.interrupted = "not graded: the run was interrupted", True
+            else:
+                res.error = str(exc)
         except Exception as exc:  # noqa: BLE001 - a grader bug must not stop the class
             res.error = f"grader error: {type(exc).__name__}: {exc}"
     res.seconds = time.monotonic() - t0
@@ -302,9 +303,13 @@ def main(paths, *, timeout: float = G.DEFAULT_TIMEOUT, notebook_timeout: float |
     def progress(done, total, r):
         print(progress_line(done, total, r), file=sys.stderr, flush=True)
 
-    with stop_on_signals(stop):
-        results = grade_class(files, jobs=jobs, smoke=smoke, timeout=timeout,
-                              notebook_timeout=notebook_timeout, stop=stop, progress=progress)
+    try:
+        with stop_on_signals(stop):
+            results = grade_class(files, jobs=jobs, smoke=smoke, timeout=timeout,
+                                  notebook_timeout=notebook_timeout, stop=stop, progress=progress)
+    except KeyboardInterrupt:          # a second signal: kernels are already killed, stop now
+        print("stopped: nothing reported", file=sys.stderr)
+        return 128 + getattr(stop, "signum", signal.SIGINT)
     interrupted = stop.is_set()
     if csv_path:
         write_csv(results, csv_path)

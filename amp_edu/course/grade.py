@@ -73,7 +73,7 @@ def first_line(message: str) -> str:
     lines = [ln.strip() for ln in message.splitlines() if ln.strip()]
     for ln in lines:
         if ln.startswith("hint:"):
-            return ln
+            return "hint: " + ln[5:].strip()
     return lines[0] if lines else ""
 
 
@@ -159,7 +159,7 @@ def _run(nb, cwd, checks, *, smoke, timeout, budget, stop) -> list[CheckResult]:
                          else f"the notebook's {budget:g} s limit")
                 why = f"{where} was still running after {run.seconds:.1f} s ({which}); kernel killed"
                 if i in checks:
-                    results[i] = CheckResult(checks[i], i, False, f"timeout: {why}", "timeout")
+                    results[i] = CheckResult(checks[i], i, False, why, "timeout")
                 halted = ("timeout", f"{where} timed out ({which})")
                 break
             if run.status == "died":

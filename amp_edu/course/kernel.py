@@ -35,6 +35,7 @@ import atexit
 import json
 import os
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
@@ -108,7 +109,9 @@ class Kernel:
         self._dir = tempfile.mkdtemp(prefix="amp_edu_kernel_")
         self._log_path = os.path.join(self._dir, "kernel.log")
         self.proc: subprocess.Popen | None = None
-        self._killed = False
+        self._lock = threading.Lock()
+        self._owner = threading.get_ident()
+        self._procs_killed = self._closed = False
         self._ctx = zmq.Context()
         self._shell = self._iopub = None
         key = secrets.token_hex(16)
@@ -240,11 +243,11 @@ class Kernel:
                     idle = True
             if replied and idle:
                 break
+            if self.stop is not None and self.stop.is_set():     # first: kill_all may follow a stop
+                res.status = "stopped"
+                break
             if not self.alive():
                 res.status, res.exit_detail = "died", describe_exit(self.proc.returncode)
-                break
-            if self.stop is not None and self.stop.is_set():
-                res.status = "stopped"
                 break
             if time.monotonic() >= deadline:
                 res.status = "timeout"
@@ -263,54 +266,55 @@ class Kernel:
     def kill(self) -> None:
         """Kill the kernel, its process group and any descendant, and verify none is left.
 
-        Raises ``RuntimeError`` naming the survivors if some process could not be killed.
+        Safe to call more than once and from any thread (a signal handler's ``kill_all``): the
+        processes are killed once, under a lock; the sockets are closed only by the thread that
+        started the kernel (ZeroMQ sockets must not be touched by two threads), at its own
+        ``kill()``. Raises ``RuntimeError`` naming the survivors if some process would not die.
         """
-        if self._killed:
-            return
-        self._killed = True
         try:
-            if self.proc is not None:
-                try:
-                    family = psutil.Process(self.proc.pid).children(recursive=True)
-                except psutil.Error:
-                    family = []
-                try:
-                    os.killpg(self.proc.pid, signal.SIGKILL)    # the kernel's session == its pid
-                except (ProcessLookupError, PermissionError):
-                    pass
-                for p in family:                               # descendants that left the group
-                    try:
-                        p.kill()
-                    except psutil.Error:
-                        pass
-                try:
-                    self.proc.wait(timeout=5)
-                except subprocess.TimeoutExpired:
-                    pass
-                psutil.wait_procs(family, timeout=5)
-                left = [p.pid for p in _group_members(self.proc.pid)]
-                left += [p.pid for p in family if _running(p)]
-                if self.proc.poll() is None:
-                    left.append(self.proc.pid)
-                if left:
-                    raise RuntimeError(f"could not kill kernel processes {sorted(set(left))}")
+            with self._lock:
+                if not self._procs_killed:
+                    self._procs_killed = True
+                    self._kill_tree()
         finally:
-            for sock in (self._shell, self._iopub):
-                if sock is not None:
-                    sock.close(linger=0)
-            self._shell = self._iopub = None
-            self._ctx.term()
             with _LIVE_LOCK:
                 LIVE.discard(self)
-            for name in os.listdir(self._dir) if os.path.isdir(self._dir) else []:
-                try:
-                    os.unlink(os.path.join(self._dir, name))
-                except OSError:
-                    pass
+            if threading.get_ident() == self._owner and not self._closed:
+                self._closed = True
+                for sock in (self._shell, self._iopub):
+                    if sock is not None:
+                        sock.close(linger=0)
+                self._shell = self._iopub = None
+                self._ctx.term()
+                shutil.rmtree(self._dir, ignore_errors=True)
+
+    def _kill_tree(self) -> None:
+        if self.proc is None:
+            return
+        try:
+            family = psutil.Process(self.proc.pid).children(recursive=True)
+        except psutil.Error:
+            family = []
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)    # the kernel's session id == its pid
+        except (ProcessLookupError, PermissionError):
+            pass
+        for p in family:                               # descendants that left the group
             try:
-                os.rmdir(self._dir)
-            except OSError:
+                p.kill()
+            except psutil.Error:
                 pass
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+        psutil.wait_procs(family, timeout=5)
+        left = [p.pid for p in _group_members(self.proc.pid)]
+        left += [p.pid for p in family if _running(p)]
+        if self.proc.poll() is None:
+            left.append(self.proc.pid)
+        if left:
+            raise RuntimeError(f"could not kill kernel processes {sorted(set(left))}")
 
     def __enter__(self):
         return self
