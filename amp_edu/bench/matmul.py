@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import torch
 
+from .. import formats
 from ..device import DeviceInfo
 from . import roofline
 from .env import tf32
@@ -32,9 +33,9 @@ __all__ = ["DTYPES", "operands", "matmul_fn", "relative_error", "unsupported", "
            "result_row", "run_matmul"]
 
 DTYPES = ("float32", "tf32", "float16", "bfloat16", "float8_e4m3fn")
-_TORCH = {"float32": torch.float32, "tf32": torch.float32, "float16": torch.float16,
-          "bfloat16": torch.bfloat16, "float8_e4m3fn": torch.float8_e4m3fn}
-_FP8_MAX = 448.0  # largest finite e4m3fn value
+# Storage dtype per bench name (amp_edu.formats names them; tf32 has no dtype: it is stored as float32).
+_TORCH = {name: formats.get(name).dtype or torch.float32 for name in DTYPES}
+_FP8_MAX = formats.FP8_E4M3.max  # largest finite e4m3fn value, 448
 
 
 def _check_dtype(dtype: str) -> str:

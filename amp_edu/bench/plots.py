@@ -7,17 +7,19 @@ go on log2 axes with units (:mod:`amp_edu.viz`).
 
 from __future__ import annotations
 
+from .. import formats
 from ..viz import color_for, fig_ax, log2_axis
 from . import report, roofline
 from .peaks import lookup
 
 __all__ = ["plot_sweep", "plot_roofline", "plot_speedups", "plot_groups"]
 
-_SHORT = {"float32": "fp32", "tf32": "tf32", "float16": "fp16", "bfloat16": "bf16", "float8_e4m3fn": "fp8"}
-
-
 def _label(dt: str) -> str:
-    return _SHORT.get(dt, dt)
+    """The short label amp_edu.formats gives a bench dtype name ("float16" -> "fp16")."""
+    try:
+        return formats.get(dt).label
+    except ValueError:
+        return dt
 
 
 def plot_sweep(doc: dict, ax=None, *, title: str | None = None):

@@ -24,17 +24,14 @@ import math
 
 import torch
 
+from .. import formats
+
 __all__ = ["itemsize", "matmul_flops", "matmul_bytes", "arithmetic_intensity", "ridge_point",
            "attainable_tflops", "bound", "tile_waves"]
 
-_ALIASES = {
-    "fp32": torch.float32, "float32": torch.float32, "tf32": torch.float32,
-    "fp16": torch.float16, "float16": torch.float16, "half": torch.float16,
-    "bf16": torch.bfloat16, "bfloat16": torch.bfloat16,
-    "fp8": torch.float8_e4m3fn, "fp8_e4m3": torch.float8_e4m3fn, "float8_e4m3fn": torch.float8_e4m3fn,
-    "fp8_e5m2": torch.float8_e5m2, "float8_e5m2": torch.float8_e5m2,
-    "fp64": torch.float64, "float64": torch.float64,
-}
+# Every name amp_edu.formats knows for the course's formats (tf32 has no dtype: stored as float32), and fp64.
+_ALIASES = {k: f.dtype or torch.float32 for f in formats.FORMATS.values() for k in (f.name, *f.aliases)
+            if isinstance(k, str)} | {"fp64": torch.float64, "float64": torch.float64}
 
 
 def itemsize(dtype) -> int:
