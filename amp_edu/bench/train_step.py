@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .. import memory
+from .. import formats, memory
 from ..device import DeviceInfo
 from ..models import MLP, n_params
 from ..recipes import parse_recipe
@@ -81,7 +81,7 @@ def run_train_step(recipe: str, *, batch: int, in_features: int, width: int, dep
         peak = memory.peak_cuda_bytes(step, dev) if dev.type == "cuda" else None
     saved = memory.saved_bytes(model, x, dtype=dtype, loss_fn=F.cross_entropy, target=y)
     return {
-        "kind": "train_step", "dtype": str(dtype).replace("torch.", ""), "recipe": recipe,
+        "kind": "train_step", "dtype": formats.dtype_name(dtype), "recipe": recipe,
         "shape": [batch, in_features, width, depth, n_classes],
         "model": f"MLP({in_features}→{width}×{depth}→{n_classes}), AdamW, batch {batch}",
         "n_params": n_params(model),
@@ -95,4 +95,4 @@ def run_train_step(recipe: str, *, batch: int, in_features: int, width: int, dep
 
 def slow_recipe(recipe: str, dev: DeviceInfo) -> str | None:
     """The slow-path label of the recipe's matmul dtype on this device (see :func:`slow_path`)."""
-    return None if recipe == "fp32" else slow_path(str(recipe_dtype(recipe)).replace("torch.", ""), dev)
+    return None if recipe == "fp32" else slow_path(formats.dtype_name(recipe_dtype(recipe)), dev)
