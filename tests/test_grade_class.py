@@ -93,7 +93,9 @@ def test_the_notebook_as_a_whole_is_bounded_too(tmp_path):
 @pytest.mark.parametrize("death, how", [
     ("import os; os._exit(3)", "exit status 3"),
     ("import ctypes; ctypes.string_at(0)", "killed by SIGSEGV"),
-], ids=["os._exit", "segfault"])
+    # what the out-of-memory killer does to a process
+    ("import os; os.kill(os.getpid(), 9)", "killed by SIGKILL (often the out-of-memory killer)"),
+], ids=["os._exit", "segfault", "SIGKILL"])
 def test_a_kernel_that_dies_is_reported_at_its_cell_within_seconds(tmp_path, death, how):
     nb = write_nb(tmp_path / "dies.ipynb", SOLVED, CHECK_F, death, CHECK_G)
     t0 = time.monotonic()

@@ -4,7 +4,8 @@ The fast tests check the metadata with nbgrader's own validator and its own ``Cl
 preprocessor on every solution. The end-to-end test runs the real command line on lesson 01 in a
 temporary folder: ``nbgrader generate_assignment`` must give the notebook ``make exercises`` writes
 into ``exercises/`` (``tests/test_course.py`` checks that ``exercises/`` is not stale), and
-``nbgrader autograde`` must score a solved notebook full marks and the shipped exercise zero.
+``nbgrader autograde`` must score a solved notebook full marks, the shipped exercise zero, and a
+notebook whose check cells were edited to pass zero too.
 """
 
 from __future__ import annotations
@@ -135,6 +136,12 @@ def test_nbgrader_generates_the_exercise_and_autogrades_solved_full_and_shipped_
             c.source = "\n".join(ln for ln in source[c.metadata.nbgrader["grade_id"]].source.splitlines()
                                  if ln.strip() not in (exercises.BEGIN, exercises.END))
     notebook.write(release, course / "submitted" / "solver" / LESSON / f"{LESSON}.ipynb")
+    # a learner who edited the checks instead: nbgrader restores locked cells from the source
+    cheat = notebook.read(course / "release" / LESSON / f"{LESSON}.ipynb")
+    for c in cheat.cells:
+        if c.source.startswith("# CHECK:"):
+            c.source = c.source.splitlines()[0] + "\nprint('PASS')"
+    notebook.write(cheat, course / "submitted" / "cheater" / LESSON / f"{LESSON}.ipynb")
     # a learner who handed in the exercise as shipped
     shipped = course / "submitted" / "shipped" / LESSON / f"{LESSON}.ipynb"
     shipped.parent.mkdir(parents=True)
@@ -147,3 +154,4 @@ def test_nbgrader_generates_the_exercise_and_autogrades_solved_full_and_shipped_
         unsolved = gb.find_submission(LESSON, "shipped")
         assert (solved.score, solved.max_score) == (n_checks, n_checks)
         assert (unsolved.score, unsolved.max_score) == (0, n_checks)
+        assert gb.find_submission(LESSON, "cheater").score == 0
