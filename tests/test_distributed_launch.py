@@ -1,0 +1,149 @@
+"""amp_edu.distributed.launch: results in rank order, progress, errors named by rank, timeouts,
+and no process or port left behind -- in every case, including Ctrl-C in the parent."""
+
+import os
+import socket
+import time
+
+import pytest
+
+from amp_edu.distributed import backend_sentence, basics, launch, pick_backend
+from amp_edu.distributed.launch import LAST_RUN
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:                                    # a zombie is dead too
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ")[-1][0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def _assert_clean():
+    """No rank of the last launch is alive, and its rendezvous port can be bound again."""
+    assert LAST_RUN["pids"], "launch recorded no processes"
+    deadline = time.monotonic() + 5
+    while any(_alive(p) for p in LAST_RUN["pids"]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(_alive(p) for p in LAST_RUN["pids"]), LAST_RUN
+    s = socket.socket()
+    try:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("127.0.0.1", LAST_RUN["port"]))
+    finally:
+        s.close()
+
+
+@pytest.fixture
+def clean():
+    """Whatever the test does, the launch it made leaves nothing behind (checked even on failure)."""
+    LAST_RUN.clear()
+    try:
+        yield
+    finally:
+        if LAST_RUN.get("pids"):
+            _assert_clean()
+
+
+def test_results_in_rank_order_with_progress_printed(clean, capsys):
+    out = launch(basics.hello, 2, world_size=2, timeout_s=120)
+    assert [o["rank"] for o in out] == [0, 1]
+    assert all(o["sum"] == 3.0 and o["world_size"] == 2 and o["backend"] == "gloo" for o in out)
+    assert len({o["pid"] for o in out} | {os.getpid()}) == 3            # two new processes
+    lines = capsys.readouterr().out.splitlines()
+    for r in (0, 1):
+        assert [ln for ln in lines if ln.startswith(f"[rank {r}]")] == [f"[rank {r}] step 1/2", f"[rank {r}] step 2/2"]
+
+
+def test_a_failing_rank_is_named_with_its_traceback(clean):
+    with pytest.raises(RuntimeError) as e:
+        launch(basics.fail_on, 1, world_size=2, timeout_s=120, progress=False)
+    msg = str(e.value)
+    assert msg.startswith("rank 1 failed: ValueError: rank 1 was told to fail"), msg
+    assert "--- traceback of rank 1 ---" in msg and "basics.py" in msg
+
+
+def test_a_rank_that_dies_silently(clean):
+    with pytest.raises(RuntimeError, match="rank 1 exited with code 3 without a result"):
+        launch(basics.exit_on, 1, world_size=2, timeout_s=120, progress=False)
+
+
+def test_timeout_kills_every_rank(clean):
+    t = time.monotonic()
+    with pytest.raises(TimeoutError, match=r"ranks \[0, 1\] did not finish within timeout_s=3"):
+        launch(basics.hang, world_size=2, timeout_s=3, progress=False)
+    assert time.monotonic() - t < 20
+
+
+def test_ctrl_c_in_the_parent_kills_every_rank(clean):
+    def interrupt(rank, message):        # the first progress line arrives while the ranks sleep
+        raise KeyboardInterrupt
+    with pytest.raises(KeyboardInterrupt):
+        launch(basics.hang, world_size=2, timeout_s=120, progress=interrupt)
+    assert any(LAST_RUN["pids"])
+
+
+@pytest.mark.parametrize("kwargs, exc, match", [
+    (dict(world_size=0), ValueError, "world_size must be an int from 1 to 64"),
+    (dict(world_size=2.0), TypeError, "world_size must be an int"),
+    (dict(world_size=True), TypeError, "world_size must be an int"),
+    (dict(backend="mpi"), ValueError, "backend must be one of 'gloo', 'nccl'"),
+    (dict(backend=None), TypeError, "backend must be one of"),
+    (dict(timeout_s=0), ValueError, "positive, finite number of seconds"),
+    (dict(timeout_s=float("inf")), ValueError, "positive, finite"),
+    (dict(timeout_s="10"), TypeError, "timeout_s must be a positive number"),
+    (dict(progress="yes"), TypeError, "progress must be True, False or a callable"),
+])
+def test_bad_arguments(kwargs, exc, match):
+    LAST_RUN.clear()
+    with pytest.raises(exc, match=match):
+        launch(basics.hello, **kwargs)
+    assert not LAST_RUN                  # refused before anything started
+
+
+def _local():
+    return 1
+
+
+def test_functions_the_ranks_cannot_import_are_refused():
+    with pytest.raises(ValueError, match="module-level function of an importable module"):
+        launch(_local_closure())
+    with pytest.raises(ValueError, match="module-level"):
+        launch(lambda rank, ws: rank)
+    with pytest.raises(TypeError, match="module-level function"):
+        launch(print)
+    main_fn = _local_copy_in_main()
+    with pytest.raises(ValueError, match="defined in a notebook"):
+        launch(main_fn)
+
+
+def _local_closure():
+    def inner(rank, world_size):
+        return rank
+    return inner
+
+
+def _local_copy_in_main():
+    ns = {"__name__": "__main__"}
+    exec("def f(rank, world_size):\n    return rank\n", ns)
+    return ns["f"]
+
+
+def test_nccl_needs_a_gpu_per_rank():
+    import torch
+    if torch.cuda.is_available() and torch.cuda.device_count() >= 2:
+        pytest.skip("this machine has the GPUs")
+    with pytest.raises(ValueError, match="needs one GPU per rank"):
+        launch(basics.hello, world_size=2, backend="nccl")
+
+
+def test_backend_choice_is_said():
+    b = pick_backend(2)
+    assert b in ("gloo", "nccl")
+    assert backend_sentence(b, 2).startswith(f"2 ranks on {'NCCL' if b == 'nccl' else 'gloo'}")
+    with pytest.raises(ValueError):
+        backend_sentence("mpi")

@@ -1,0 +1,215 @@
+"""amp_edu.distributed.ShardedGradScaler against torch's ShardedGradScaler, side by side.
+
+One process (a world of one gloo rank) for the API, the errors and the CPU update rule; then two
+processes under FSDP2 with fp16 parameters and injected infs, compared bit for bit: scales,
+growth trackers, found_inf, steps taken, parameters.
+"""
+
+import inspect
+import math
+import warnings
+
+import pytest
+import torch
+import torch.distributed as dist
+from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler as TorchSharded
+
+from amp_edu.distributed import ShardedGradScaler as Ours
+from amp_edu.distributed import launch, parity
+
+
+@pytest.fixture(scope="module")
+def world_of_one():
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        yield
+    finally:
+        dist.destroy_process_group()
+
+
+def both(**kw):
+    return TorchSharded("cpu", **kw), Ours("cpu", **kw)
+
+
+def test_same_constructor():
+    a, b = inspect.signature(TorchSharded.__init__), inspect.signature(Ours.__init__)
+    assert list(a.parameters) == list(b.parameters)
+    assert [p.default for p in a.parameters.values()] == [p.default for p in b.parameters.values()]
+
+
+def test_cuda_without_cuda_disables_like_torch():
+    if torch.cuda.is_available():
+        pytest.skip("CUDA present")
+    msgs = []
+    for cls in (TorchSharded, Ours):
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            s = cls()
+        msgs.append([str(x.message) for x in w])
+        assert not s.is_enabled() and s.get_scale() == 1.0
+    assert msgs[0] == msgs[1]
+
+
+@pytest.mark.parametrize("kw", [dict(growth_factor=1.0), dict(backoff_factor=1.0)])
+def test_constructor_errors(kw):
+    errs = []
+    for cls in (TorchSharded, Ours):
+        with pytest.raises(AssertionError) as e:
+            cls("cpu", **kw)
+        errs.append(str(e.value))
+    assert errs[0] == errs[1]
+
+
+def test_scale_keeps_the_loss_dtype(world_of_one):
+    for loss in (torch.tensor(3.0, dtype=torch.float16), torch.tensor(2.0, dtype=torch.bfloat16),
+                 torch.tensor(1.5), torch.tensor(1.5, dtype=torch.float16) * 100):
+        t, o = both()
+        a, b = t.scale(loss), o.scale(loss)
+        assert a.dtype == b.dtype == loss.dtype and torch.equal(a, b)      # fp16 150 * 2^16 -> inf in both
+    t, o = both()
+    xs = [torch.tensor(1.0, dtype=torch.float16), (torch.tensor(2.0),)]
+    a, b = t.scale(xs), o.scale(xs)
+    assert type(a) is type(b) is list and a[0].dtype == b[0].dtype == torch.float16 and torch.equal(a[1][0], b[1][0])
+    for s in both():
+        with pytest.raises(ValueError, match="outputs must be a Tensor or an iterable of Tensors"):
+            s.scale([1.0])
+    errs = []
+    for s in both():
+        with pytest.raises(AssertionError) as e:
+            s.scale(torch.tensor(1.0, device="meta"))
+        errs.append(str(e.value))
+    assert errs[0] == errs[1] == "Expected supported device, got meta"
+
+
+def _model(dtype=torch.float32):
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2)).to(dtype)
+
+
+def _errors_of(make_scaler, script):
+    m = _model()
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    s = make_scaler()
+    try:
+        script(s, m, opt)
+    except Exception as e:  # noqa: BLE001
+        return type(e).__name__, str(e)
+    return None
+
+
+def _backward(s, m):
+    s.scale(m(torch.ones(3, 4)).sum()).backward()
+
+
+SCRIPTS = {
+    "unscale_ twice": lambda s, m, o: (_backward(s, m), s.unscale_(o), s.unscale_(o)),
+    "unscale_ after step": lambda s, m, o: (_backward(s, m), s.step(o), s.unscale_(o)),
+    "step twice": lambda s, m, o: (_backward(s, m), s.step(o), s.step(o)),
+    "unscale_ before scale": lambda s, m, o: s.unscale_(o),
+    "update before scale": lambda s, m, o: s.update(),
+    "update without a step": lambda s, m, o: (_backward(s, m), s.update()),
+    "closure": lambda s, m, o: (_backward(s, m), s.step(o, closure=lambda: 0.0)),
+    "new_scale with 2 elements": lambda s, m, o: (_backward(s, m), s.step(o), s.update(torch.ones(2))),
+    "new_scale that requires grad": lambda s, m, o: (_backward(s, m), s.step(o),
+                                                     s.update(torch.ones(1, requires_grad=True))),
+    "load an empty state dict": lambda s, m, o: s.load_state_dict({}),
+}
+
+
+@pytest.mark.parametrize("name", list(SCRIPTS))
+def test_error_paths_match(world_of_one, name):
+    a = _errors_of(lambda: TorchSharded("cpu"), SCRIPTS[name])
+    b = _errors_of(lambda: Ours("cpu"), SCRIPTS[name])
+    assert a is not None and a == b
+
+
+def _drive(cls, *, dtype, kw, steps, infs, factor_at=None):
+    m = _model(dtype)
+    opt = torch.optim.SGD(m.parameters(), lr=0.01, momentum=0.9)
+    s = cls("cpu", **kw)
+    g = torch.Generator().manual_seed(1)
+    rec = []
+    for step in range(steps):
+        opt.zero_grad()
+        x = torch.randn(5, 4, generator=g).to(dtype)
+        s.scale(m(x).float().sum()).backward()
+        if step in infs:
+            m[0].weight.grad.view(-1)[step % 3] = (math.inf, -math.inf, math.nan)[step % 3]
+        if step % 4 == 1:
+            s.unscale_(opt)
+        s.step(opt)
+        s.update(factor_at.get(step)) if factor_at and step in factor_at else s.update()
+        rec.append((s.get_scale(), s._get_growth_tracker()))
+    return rec, [p.detach().clone() for p in m.parameters()], s.state_dict()
+
+
+@pytest.mark.parametrize("dtype, kw, infs", [
+    (torch.float32, dict(growth_interval=2), {3, 4, 9}),
+    (torch.float16, dict(init_scale=2.0 ** 8, growth_interval=3), {2, 7}),            # fp16 gradients allowed
+    (torch.float32, dict(growth_factor=1.7, backoff_factor=0.3, growth_interval=2, init_scale=1000.0), {5}),
+    (torch.float32, dict(init_scale=2.0 ** 126, growth_interval=1), set()),             # grows to inf, like torch
+])
+def test_one_rank_trajectories_are_bit_identical(world_of_one, dtype, kw, infs):
+    a = _drive(TorchSharded, dtype=dtype, kw=kw, steps=12, infs=infs, factor_at={6: 512.0})
+    b = _drive(Ours, dtype=dtype, kw=kw, steps=12, infs=infs, factor_at={6: 512.0})
+    assert a[0] == b[0]
+    assert all(torch.equal(p, q) for p, q in zip(a[1], b[1]))
+    assert a[2] == b[2]
+
+
+@pytest.mark.parametrize("scale, tracker, found, interval", [
+    (3.0e38, 0, 0.0, 1),              # torch's sharded CPU rule grows past float32's max: inf
+    (1000.0, 3, 0.0, 4), (1000.0, 3, 1.0, 4), (1000.0, 3, 2.0, 4), (1000.0, 2, 0.0, 4),
+    (3.0, 0, 0.5, 2),                 # a found_inf below 1 is not an overflow for this rule
+])
+def test_cpu_update_rule_matches_torchs(scale, tracker, found, interval):
+    out = []
+    for s, rule in ((TorchSharded("cpu", growth_interval=interval, growth_factor=1.7, backoff_factor=0.3),
+                     "_amp_update_scale_cpu_"),
+                    (Ours("cpu", growth_interval=interval, growth_factor=1.7, backoff_factor=0.3), "_update_scale_cpu_")):
+        s._lazy_init_scale_growth_tracker(torch.device("cpu"))
+        s._scale.fill_(scale)
+        s._growth_tracker.fill_(tracker)
+        getattr(s, rule)(torch.full((1,), found))
+        out.append((s.get_scale(), s._get_growth_tracker()))
+    assert out[0] == out[1]
+    if scale == 3.0e38:
+        assert math.isinf(out[1][0])
+
+
+def test_state_dict_round_trip(world_of_one):
+    t, o = both(init_scale=128.0, growth_interval=7)
+    assert t.state_dict() == o.state_dict()
+    o2 = Ours("cpu")
+    o2.load_state_dict(t.state_dict())
+    assert o2.state_dict() == t.state_dict()
+
+
+@pytest.fixture(scope="module")
+def two_ranks():
+    """One launch for every FSDP2 case (starting ranks costs seconds): torch's, ours and the
+    local-only scaler on each rank."""
+    return launch(parity.scaler_parity, None, True, world_size=2, timeout_s=600, progress=False)
+
+
+@pytest.mark.parametrize("case", list(parity.CASES))
+def test_fsdp2_two_ranks_bit_identical_to_torch(two_ranks, case):
+    for rank in (0, 1):
+        rec = two_ranks[rank][case]
+        assert parity.compare_records(rec["torch"], rec["ours"]) == [], (rank, case)
+    # the agreed decision: both ranks have the same scale, tracker and steps
+    r0, r1 = two_ranks[0][case]["ours"], two_ranks[1][case]["ours"]
+    assert (r0["scale"], r0["tracker"], r0["steps_taken"]) == (r1["scale"], r1["tracker"], r1["steps_taken"])
+
+
+def test_infs_were_really_injected_and_skipped(two_ranks):
+    rec = two_ranks[0]["fp16 params (mp_policy), injected infs"]["ours"]
+    assert rec["found_inf"][2] == [2.0]            # rank 1's inf: MAX over the mesh, then SUM over 2 ranks
+    assert rec["steps_taken"][-1][0] < len(rec["scale"])
+
+
+def test_the_local_only_scaler_lets_ranks_disagree(two_ranks):
+    case = "fp16 params (mp_policy), injected infs"
+    s0, s1 = two_ranks[0][case]["local"]["scale"], two_ranks[1][case]["local"]["scale"]
+    assert s0 != s1
+    assert two_ranks[0][case]["local"]["steps_taken"] != two_ranks[1][case]["local"]["steps_taken"]
