@@ -43,6 +43,7 @@ import torch.nn as nn
 from . import formats
 from .formats import FATES
 from .hooks import forward_hooks
+from .validate import check_int, check_number
 
 __all__ = ["FP16_MAX", "FP16_MIN_NORMAL", "FATES", "flat_values", "fp16_fate", "fp16_fractions",
            "log2_histogram", "GradientRecord", "capture", "layer_report", "max_safe_scale", "scale_sweep",
@@ -69,11 +70,7 @@ def flat_values(values) -> torch.Tensor:
 
 
 def _check_scale(scale) -> float:
-    if isinstance(scale, bool) or not isinstance(scale, (int, float)):
-        raise TypeError(f"scale must be a number, got {type(scale).__name__}")
-    if not (math.isfinite(scale) and scale > 0):
-        raise ValueError(f"scale must be finite and > 0, got {scale}")
-    return float(scale)
+    return check_number(scale, "scale", positive=True)
 
 
 def fp16_fate(values, scale: float = 1.0) -> torch.Tensor:
@@ -104,7 +101,8 @@ def log2_histogram(values, scale: float = 1.0, *, lo: int = -60, hi: int = 20):
     below ``2^lo`` are counted in bin ``lo``, above ``2^(hi+1)`` in bin ``hi``), zeros and
     non-finite values are counted apart. Bins are exact: ``torch.frexp`` reads the exponent.
     """
-    if isinstance(lo, bool) or isinstance(hi, bool) or not (isinstance(lo, int) and isinstance(hi, int) and lo < hi):
+    lo, hi = check_int(lo, "lo"), check_int(hi, "hi")
+    if not lo < hi:
         raise ValueError(f"need integers lo < hi, got lo={lo!r}, hi={hi!r}")
     x = flat_values(values)
     a = (x * _check_scale(scale)).abs()
@@ -203,10 +201,7 @@ def max_safe_scale(values, *, limit: float = FP16_MAX) -> float:
     """The largest power of two S with ``max|values| × S <= limit`` (default 65504), so the largest
     gradient stays finite in fp16. S may be below 1 when gradients exceed the limit already.
     Raises ``ValueError`` if there is no non-zero finite value to go by."""
-    if isinstance(limit, bool) or not isinstance(limit, (int, float)):
-        raise TypeError(f"limit must be a number, got {type(limit).__name__}")
-    if not (math.isfinite(limit) and limit > 0):
-        raise ValueError(f"limit must be finite and > 0, got {limit}")
+    limit = check_number(limit, "limit", positive=True)
     x = flat_values(values)
     a = x.abs()
     a = a[torch.isfinite(a)]
@@ -225,9 +220,7 @@ def scale_sweep(values, log2_scales) -> list[dict]:
     """:func:`fp16_fractions` for S = 2^k, for each k in ``log2_scales`` (adds key ``log2_scale``)."""
     rows = []
     for k in log2_scales:
-        if isinstance(k, bool) or not hasattr(k, "__index__"):
-            raise TypeError(f"log2_scales must hold integers k (S = 2^k), got {k!r}")
-        k = int(k)
+        k = check_int(k, "each of log2_scales (k in S = 2^k)")
         r = fp16_fractions(values, 2.0 ** k)
         r["log2_scale"] = k
         rows.append(r)

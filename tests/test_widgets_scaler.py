@@ -59,10 +59,15 @@ def test_summary_tells_a_collapse_from_a_healthy_run():
 
 
 @pytest.mark.parametrize("kw", [dict(steps=0), dict(growth_interval=0), dict(backoff_factor=1.0),
-                                dict(growth_factor=1.0), dict(overflow_rate=1.5), dict(largest_grad=0.0),
-                                dict(growth_interval=2.5)])
+                                dict(growth_factor=1.0), dict(overflow_rate=1.5), dict(largest_grad=0.0)])
 def test_bad_input(kw):
     with pytest.raises(ValueError):
+        simulate_scale(**{"steps": 10, **kw})
+
+
+@pytest.mark.parametrize("kw", [dict(growth_interval=2.5), dict(steps=True), dict(growth_interval=True)])
+def test_ints_that_are_not_ints_are_a_type_error(kw):
+    with pytest.raises(TypeError, match=f"{next(iter(kw))} must be an int"):
         simulate_scale(**{"steps": 10, **kw})
 
 

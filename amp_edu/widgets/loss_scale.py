@@ -19,6 +19,7 @@ import ipywidgets as W
 from matplotlib.figure import Figure
 
 from ..gradients import GradientRecord, flat_values, fp16_fractions, plot_histogram
+from ..validate import check_int
 from .base import Explorer
 
 __all__ = ["loss_scale_summary", "loss_scale_figure", "LossScaleExplorer", "loss_scale_explorer"]
@@ -72,9 +73,7 @@ class LossScaleExplorer(Explorer):
             self.values = flat_values(source)
         if kind not in ("activations", "weights"):
             raise ValueError(f"kind must be 'activations' or 'weights', got {kind!r}")
-        for what, v in (("max_log2", max_log2), ("log2_scale", log2_scale)):
-            if isinstance(v, bool) or not isinstance(v, int):
-                raise TypeError(f"{what} must be an int, got {type(v).__name__}")
+        max_log2, log2_scale = check_int(max_log2, "max_log2"), check_int(log2_scale, "log2_scale")
         if not 0 <= log2_scale <= max_log2:
             raise ValueError(f"log2_scale must be an int from 0 to max_log2 = {max_log2} (the slider's range), "
                              f"got {log2_scale}")

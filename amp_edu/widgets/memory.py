@@ -14,6 +14,7 @@ import ipywidgets as W
 import torch
 
 from .. import formats, memory
+from ..validate import check_int
 from .base import Explorer
 
 __all__ = ["memory_summary", "summary_text", "MemoryExplorer", "memory_explorer"]
@@ -25,8 +26,7 @@ def memory_summary(widths, batch: int, dtype: str, budget_bytes: float) -> dict:
     """Saved bytes at ``batch`` for ``dtype`` and fp32, and the largest batch under ``budget_bytes``."""
     if dtype not in _DTYPES:
         raise ValueError(f"dtype must be one of {', '.join(_DTYPES)}, got {dtype!r}")
-    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-        raise ValueError(f"batch must be a positive int, got {batch!r}")
+    batch = check_int(batch, "batch", min=1)
     fixed, per = memory.relu_mlp_line(widths, _DTYPES[dtype])
     fixed32, per32 = memory.relu_mlp_line(widths, torch.float32)
     return {"fixed": fixed, "per_sample": per, "total": fixed + batch * per,

@@ -21,6 +21,7 @@ from matplotlib.figure import Figure
 from .. import formats, viz
 from ..debug.scale import diagnose_scales
 from ..scaler import update_rule
+from ..validate import check_int, check_number
 from .base import Explorer
 
 __all__ = ["FP16_MAX", "simulate_scale", "summary_text", "scale_figure", "ScaleExplorer", "scale_explorer"]
@@ -38,15 +39,11 @@ def simulate_scale(steps: int = 3000, *, growth_interval: int = 2000, backoff_fa
     A step overflows when ``scale * g > 65504`` with ``g = largest_grad * exp(grad_noise * N(0,1))``,
     or with probability ``overflow_rate`` regardless of the scale (the model makes inf/NaN).
     """
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
-        raise ValueError(f"steps must be a positive int, got {steps!r}")
-    if isinstance(growth_interval, bool) or not isinstance(growth_interval, int) or growth_interval < 1:
-        raise ValueError(f"growth_interval must be a positive int, got {growth_interval!r}")
+    steps, growth_interval = check_int(steps, "steps", min=1), check_int(growth_interval, "growth_interval", min=1)
     for name, value in (("backoff_factor", backoff_factor), ("growth_factor", growth_factor),
                         ("init_scale", init_scale), ("overflow_rate", overflow_rate),
                         ("largest_grad", largest_grad), ("grad_noise", grad_noise)):
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise TypeError(f"{name} must be a number (int or float), got {value!r}")
+        check_number(value, name)
     if not 0.0 < backoff_factor < 1.0:
         raise ValueError(f"backoff_factor must be in (0, 1), got {backoff_factor!r}")
     if not growth_factor > 1.0:
