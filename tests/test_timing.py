@@ -1,25 +1,237 @@
-import time
+"""The timing method's arithmetic, on a simulated GPU and a fake CPU timer (no wall clock).
+
+Speed is measured by benchmarks, never asserted by timed tests. What *can* be tested without a GPU
+is the method: which stream the events go on, how many calls one event pair spans, that launch
+latency is amortised, that an L2 flush happens before every cold call and outside its window,
+that per-call times are divided correctly, and that compare() pools interleaved rounds. A
+simulated GPU (:class:`SimGpu`) models a CUDA stream: the host pays ``launch_s`` per call, the GPU
+runs each kernel for ``kernel_s`` once both the host has launched it and the previous kernel is done.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from types import SimpleNamespace
 
 import pytest
+import torch
 
+from amp_edu.bench import timing
 from amp_edu.bench.timing import Timing, compare, measure
 
 
-def test_measure_agrees_with_a_sleep():
-    t = measure(lambda: time.sleep(0.002), repeats=5, min_time_s=0.05, warmup=1)
-    assert 0.0018 < t.median_s < 0.02
-    assert t.iqr_s >= 0 and t.n >= 5
+class SimStream:
+    def __init__(self, gpu, device):
+        self.gpu, self.device, self.free_at, self.log = gpu, device, 0.0, []
+
+    def synchronize(self):
+        self.gpu.host = max(self.gpu.host, self.free_at)
+
+    def wait_stream(self, other):
+        self.free_at = max(self.free_at, other.free_at)
 
 
-def test_compare_orders_two_workloads():
-    res = compare({"short": lambda: time.sleep(0.001), "long": lambda: time.sleep(0.004)},
-                  rounds=2, repeats=3, min_time_s=0.02, warmup=1)
-    assert res["long"].median_s > 2 * res["short"].median_s
+class SimEvent:
+    def __init__(self, gpu):
+        self.gpu, self.t, self.stream = gpu, None, None
 
+    def record(self, stream=None):
+        stream = stream or self.gpu.current
+        self.stream, self.t = stream, max(stream.free_at, self.gpu.host)
+        stream.log.append("event")
+
+    def synchronize(self):
+        self.gpu.host = max(self.gpu.host, self.t)
+
+    def elapsed_time(self, end):
+        assert self.stream is end.stream, "an event pair must be recorded on one stream"
+        return (end.t - self.t) * 1e3          # milliseconds, like torch
+
+
+class SimGraph:
+    def __init__(self, gpu):
+        self.gpu, self.kernels = gpu, []
+
+    def replay(self):
+        self.gpu.host += self.gpu.launch_s      # one launch for the whole graph
+        for d in self.kernels:
+            self.gpu.run_kernel(d, launch=False)
+
+
+class SimGpu:
+    """The slice of ``torch.cuda`` that measure() uses, on a simulated timeline."""
+
+    def __init__(self, *, launch_s=10e-6, l2=50 << 20):
+        self.host, self.launch_s, self.l2 = 0.0, launch_s, l2
+        self.streams = {"cuda": SimStream(self, torch.device("cuda"))}
+        self.current = self.streams["cuda"]     # where a launch goes unless a stream is entered
+        self.capturing = None
+        self.asked_for = []
+
+    def current_stream(self, device):
+        self.asked_for.append(torch.device(device))
+        return self.streams.setdefault(str(device), SimStream(self, torch.device(device)))
+
+    def Event(self, enable_timing=False):   # noqa: N802 - torch's name
+        assert enable_timing
+        return SimEvent(self)
+
+    def Stream(self, device):               # noqa: N802
+        return SimStream(self, device)
+
+    @contextlib.contextmanager
+    def stream(self, s):
+        before, self.current = self.current, s
+        yield
+        self.current = before
+
+    def CUDAGraph(self):                    # noqa: N802
+        return SimGraph(self)
+
+    @contextlib.contextmanager
+    def graph(self, g):
+        self.capturing = g
+        yield
+        self.capturing = None
+
+    def get_device_properties(self, device):
+        return SimpleNamespace(L2_cache_size=self.l2)
+
+    def run_kernel(self, kernel_s, *, launch=True, name="kernel"):
+        if self.capturing is not None:
+            self.capturing.kernels.append(kernel_s)
+            return
+        if launch:
+            self.host += self.launch_s
+        s = self.current
+        s.free_at = max(s.free_at, self.host) + kernel_s
+        s.log.append(name)
+
+
+@pytest.fixture
+def gpu(monkeypatch):
+    sim = SimGpu()
+    monkeypatch.setattr(timing, "_cuda", sim)
+    return sim
+
+
+def _kernel(gpu, kernel_s):
+    return lambda: gpu.run_kernel(kernel_s)
+
+
+# --- CUDA: the event window ------------------------------------------------------------------------
+
+def test_one_call_per_window_would_read_launch_latency(gpu):
+    """The old method (one call per event pair, idle GPU before it) reads launch + kernel time:
+    a 2 µs kernel behind a 10 µs launch reads 12 µs. This is what the new method must avoid."""
+    stream = gpu.current_stream("cuda")
+    assert timing._window(_kernel(gpu, 2e-6), stream) == pytest.approx(12e-6)
+
+
+def test_back_to_back_calls_amortise_launch_latency(gpu):
+    """A kernel longer than a launch: N back-to-back calls per event pair read the kernel's time."""
+    t = measure(_kernel(gpu, 20e-6), device="cuda", warmup=1, repeats=5, min_time_s=0)
+    assert t.median_s == pytest.approx(20e-6, rel=0.02)            # one launch in 50+ calls
+    assert t.calls_per_repeat * 20e-6 >= timing.WINDOW_S          # the window spans >= 1 ms
+    assert "back-to-back" in t.method and t.cache == "warm" and t.n >= 5
+
+
+def test_calls_per_window_grow_until_the_window_is_long_enough(gpu):
+    stream = gpu.current_stream("cuda")
+    for kernel_s in (1e-6, 30e-6, 5e-3):
+        n = timing._calls_per_window(_kernel(gpu, kernel_s), stream, 1e-3)
+        took = timing._window(timing._repeat(_kernel(gpu, kernel_s), n), stream)
+        assert took >= 1e-3 and (n == 1 or took < 4e-3), (kernel_s, n, took)
+
+
+def test_kernels_shorter_than_a_launch_read_the_launch_rate_eagerly_and_their_own_time_in_a_graph(gpu):
+    """Eager back-to-back calls of a 1 µs kernel are launch-bound (10 µs each: what eager PyTorch
+    really gets); replayed from a CUDA graph they run at the kernel's own 1 µs."""
+    eager = measure(_kernel(gpu, 1e-6), device="cuda", warmup=1, repeats=3, min_time_s=0)
+    graphed = measure(_kernel(gpu, 1e-6), device="cuda", warmup=1, repeats=3, min_time_s=0, graph=True)
+    assert eager.median_s == pytest.approx(10e-6, rel=0.02)
+    assert graphed.median_s == pytest.approx(1e-6, rel=0.1) and "CUDA graph" in graphed.method
+
+
+def test_events_go_on_the_timed_devices_current_stream(gpu):
+    """Tensors on cuda:1 while cuda:0 is current: the events must be on cuda:1's stream."""
+    gpu.current = gpu.current_stream("cuda:0")                 # the process's current device
+    one = gpu.current_stream("cuda:1")
+
+    def on_device_1():
+        with gpu.stream(one):
+            gpu.run_kernel(50e-6)
+    gpu.asked_for.clear()
+    measure(on_device_1, device="cuda:1", warmup=0, repeats=2, min_time_s=0)
+    assert gpu.asked_for == [torch.device("cuda:1")]
+    assert "event" in one.log and "event" not in gpu.streams["cuda:0"].log
+
+
+def test_cold_calls_flush_l2_before_every_call_outside_the_window(gpu, monkeypatch):
+    """flush_l2: each event pair holds exactly one call, each preceded by a flush kernel that
+    the window does not include; the flush also hides the call's launch latency."""
+    flushes = []
+
+    def fake_flush(dev):
+        assert timing.l2_bytes(dev) == 50 << 20
+        return lambda: (flushes.append(1), gpu.run_kernel(40e-6, name="flush"))
+    monkeypatch.setattr(timing, "_l2_flush", fake_flush)
+    t = measure(_kernel(gpu, 3e-6), device="cuda", warmup=2, repeats=6, min_time_s=0, flush_l2=True)
+    assert t.median_s == pytest.approx(3e-6, rel=0.01)           # not 13 µs, not 43 µs
+    assert t.cache == "l2 flushed" and t.calls_per_repeat == 1 and len(flushes) == t.n
+    # after the warm-up, the stream holds (flush, event, kernel, event) again and again
+    log = gpu.streams["cuda"].log
+    body = log[log.index("flush"):]
+    assert body == ["flush", "event", "kernel", "event"] * t.n
+
+
+def test_compare_passes_the_cache_mode_and_keeps_the_method(gpu):
+    res = compare({"a": _kernel(gpu, 20e-6), "b": _kernel(gpu, 40e-6)}, device="cuda", warmup=1, rounds=2,
+                  repeats=3, min_time_s=0)
+    assert res["b"].median_s / res["a"].median_s == pytest.approx(2.0, rel=0.02)
+    assert all(t.n == 6 and "back-to-back" in t.method for t in res.values())
+
+
+# --- CPU: the timer's blocks ----------------------------------------------------------------------
+
+class FakeTimer:
+    """Stands in for torch.utils.benchmark.Timer: each blocked_autorange returns 3 blocks."""
+
+    def __init__(self, per_call):
+        self.per_call, self.calls = per_call, 0
+
+    def blocked_autorange(self, min_run_time):
+        self.calls += 1
+        return SimpleNamespace(times=list(self.per_call), number_per_run=100)
+
+
+def test_cpu_blocks_are_pooled_until_enough_repeats():
+    timer = FakeTimer([1e-3, 2e-3, 3e-3])
+    calls = []
+    t = timing._measure_cpu(lambda: calls.append(1), repeats=7, min_time_s=0.0, warmup=2,
+                            make_timer=lambda fn: timer)
+    assert len(calls) == 2 and timer.calls == 3 and t.n == 9      # 3 blocks each, until >= 7
+    assert t.median_s == 2e-3 and t.calls_per_repeat == 100 and "threads" in t.method
+
+
+def test_cpu_measure_uses_every_thread(monkeypatch):
+    seen = {}
+
+    class Spy(FakeTimer):
+        def __init__(self, stmt, globals, num_threads):
+            super().__init__([1e-3])
+            seen["threads"] = num_threads
+    monkeypatch.setattr("torch.utils.benchmark.Timer", Spy)
+    measure(lambda: None, repeats=1, min_time_s=0, warmup=0)
+    assert seen["threads"] == torch.get_num_threads()
+
+
+# --- statistics and bad input ---------------------------------------------------------------------
 
 def test_timing_stats():
     t = Timing.from_times([1.0, 2.0, 3.0, 4.0, 100.0])
-    assert t.median_s == 3.0 and t.iqr_s > 0
+    assert t.median_s == 3.0 and t.iqr_s == pytest.approx(52.0 - 1.5)   # quartiles 1.5 and 52
+    assert Timing.from_times([1.0, 3.0]).iqr_s == 2.0                      # < 4 repeats: the range
     with pytest.raises(ValueError):
         Timing.from_times([])
 
@@ -31,5 +243,9 @@ def test_bad_input():
         measure(lambda: None, device="meta")
     with pytest.raises(ValueError):
         measure(lambda: None, repeats=0)
+    with pytest.raises(ValueError, match="window_s"):
+        measure(lambda: None, window_s=0)
+    with pytest.raises(ValueError, match="last-level cache"):
+        measure(lambda: None, flush_l2=True)
     with pytest.raises(ValueError):
         compare({})

@@ -1,13 +1,25 @@
 """How the course times code: one primitive, :func:`measure`, used by every benchmark.
 
-Timing GPU code naively measures the *launch*, not the work: kernels run asynchronously. And a
+Timing GPU code naively measures the *launch*, not the work: kernels run asynchronously, and a
 first call pays for allocation, autotuning and lazy initialisation. So:
 
 * warm up first (``warmup`` calls, untimed);
-* on CUDA, time each repeat with CUDA events (``torch.cuda.Event(enable_timing=True)``) and
-  synchronise before reading them;
+* on CUDA, put **many back-to-back calls between one pair of CUDA events**, recorded on the
+  current stream *of the device being timed*, and divide by the number of calls. One call per
+  event pair with the GPU idle before it would put the CPU's launch cost (Python, the dispatcher,
+  the driver: 5-20 µs) inside the window, and a small matmul would read several times slower
+  than it runs. :func:`measure` doubles the number of calls until the window spans at least
+  ``window_s`` (1 ms: ~100 launches' worth), so launch latency is amortised and only the GPU's
+  time per call is left. (``graph=True`` captures those calls in a CUDA graph and replays it:
+  then even kernels shorter than a launch are timed at their own speed.)
+* a GPU's L2 cache (50 MB on an H100/H200) holds small operands between calls, so back-to-back
+  calls run *warm*. Where a result is compared with a DRAM roofline, time it *cold*:
+  ``flush_l2=True`` overwrites a buffer twice the L2 before each call (outside the window; the
+  flush keeps the GPU busy while the call is launched, so the launch is hidden behind it) -- or
+  use operands larger than the L2. Each :class:`Timing` records which (``cache``);
 * on the CPU, use ``torch.utils.benchmark.Timer`` with ``num_threads=torch.get_num_threads()``
-  (it defaults to *one* thread, which silently understates what the CPU can do);
+  (it defaults to *one* thread, which silently understates what the CPU can do); its blocks of
+  calls play the role of the event pair's N calls;
 * report the **median** and the **interquartile range** of many repeats: the median ignores the
   odd slow repeat (a context switch, a clock change), the IQR says how noisy the machine was.
 
@@ -17,6 +29,7 @@ the drift that makes two separate runs on a shared machine disagree.
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -24,23 +37,36 @@ from typing import Callable
 
 import torch
 
-__all__ = ["Timing", "measure", "compare"]
+__all__ = ["Timing", "measure", "compare", "l2_bytes", "WINDOW_S"]
+
+WINDOW_S = 1e-3           # a CUDA event pair spans at least this: ~100 kernel launches
+_MAX_CALLS = 1 << 16      # calls per event pair, at most
+_cuda = torch.cuda        # the CUDA API measure() uses; tests substitute a simulated GPU
 
 
 @dataclass
 class Timing:
-    """Repeat times of one benchmark (seconds per call)."""
+    """Repeat times of one benchmark (seconds per call), and how they were taken.
+
+    ``calls_per_repeat``: calls averaged in each repeat (N calls between one event pair, or the
+    CPU timer's block); ``method``: the timer, in words; ``cache``: ``"warm"`` (operands may stay
+    in cache between calls), ``"l2 flushed"`` (cold: the GPU L2 overwritten before every call) or
+    ``None`` (not recorded).
+    """
 
     median_s: float
     iqr_s: float
     times_s: list[float] = field(repr=False)
+    calls_per_repeat: int = 1
+    method: str = ""
+    cache: str | None = None
 
     @property
     def n(self) -> int:
         return len(self.times_s)
 
     @classmethod
-    def from_times(cls, times: list[float]) -> "Timing":
+    def from_times(cls, times: list[float], **how) -> "Timing":
         if not times:
             raise ValueError("no repeat times")
         ts = sorted(times)
@@ -49,7 +75,7 @@ class Timing:
             iqr = q[2] - q[0]
         else:
             iqr = ts[-1] - ts[0]
-        return cls(statistics.median(ts), iqr, list(times))
+        return cls(statistics.median(ts), iqr, list(times), **how)
 
 
 def _check(fn, device, warmup, repeats, min_time_s):
@@ -63,48 +89,168 @@ def _check(fn, device, warmup, repeats, min_time_s):
     return dev
 
 
+def l2_bytes(device) -> int | None:
+    """The GPU's L2 cache size in bytes (``None`` for a CPU or when torch does not say)."""
+    dev = torch.device(device)
+    if dev.type != "cuda":
+        return None
+    size = getattr(_cuda.get_device_properties(dev), "L2_cache_size", None)
+    return int(size) if size else None
+
+
 def measure(fn: Callable[[], object], *, device="cpu", warmup: int = 3, repeats: int = 20,
-            min_time_s: float = 0.2) -> Timing:
+            min_time_s: float = 0.2, flush_l2: bool = False, window_s: float = WINDOW_S,
+            graph: bool = False) -> Timing:
     """Time ``fn()`` on ``device``: median and IQR of at least ``repeats`` measurements.
 
-    On the CPU each measurement is a block of calls chosen by ``Timer.blocked_autorange`` (so very
-    short functions are timed in blocks, and the per-call time is reported); on CUDA each repeat is
-    one call between two CUDA events. Keeps going until ``min_time_s`` has been spent timing.
+    CPU: each measurement is a block of calls chosen by ``Timer.blocked_autorange``, reported per
+    call. CUDA: each measurement is N back-to-back calls between two events on the device's
+    current stream, N chosen so the window lasts ``window_s`` (``graph=True``: the N calls are
+    replayed from a CUDA graph); with ``flush_l2=True`` each measurement is instead one call after
+    an L2 flush. Keeps going until ``min_time_s`` has been spent timing.
     """
     dev = _check(fn, device, warmup, repeats, min_time_s)
+    if not (isinstance(window_s, (int, float)) and window_s > 0):
+        raise ValueError(f"window_s must be a positive number of seconds, got {window_s!r}")
+    if dev.type == "cuda":
+        stream = _cuda.current_stream(dev)       # the timed tensors' device, not the current one
+        flush = _l2_flush(dev) if flush_l2 else None
+        return _measure_cuda(fn, stream, warmup=warmup, repeats=repeats, min_time_s=min_time_s,
+                             window_s=window_s, flush=flush, graph=graph)
+    if flush_l2:
+        raise ValueError("flush_l2 applies to CUDA; a CPU's caches cannot be flushed between the "
+                         "calls of a timer block: use operands larger than its last-level cache")
+    return _measure_cpu(fn, repeats=repeats, min_time_s=min_time_s, warmup=warmup)
+
+
+# --- CPU ------------------------------------------------------------------------------------------
+
+def _timer(fn):
+    from torch.utils.benchmark import Timer
+    return Timer(stmt="fn()", globals={"fn": fn}, num_threads=torch.get_num_threads())
+
+
+def _measure_cpu(fn, *, repeats, min_time_s, warmup, make_timer=_timer) -> Timing:
     for _ in range(warmup):
         fn()
-    if dev.type == "cuda":
-        torch.cuda.synchronize(dev)
-        times: list[float] = []
-        t_start = time.perf_counter()
-        while len(times) < repeats or time.perf_counter() - t_start < min_time_s:
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn()
-            end.record()
-            end.synchronize()
-            times.append(start.elapsed_time(end) / 1e3)
-            if len(times) >= 10 * repeats:
-                break
-        return Timing.from_times(times)
-
-    from torch.utils.benchmark import Timer
-
-    timer = Timer(stmt="fn()", globals={"fn": fn}, num_threads=torch.get_num_threads())
-    times = []
+    timer = make_timer(fn)
+    times: list[float] = []
+    per_block = 1
     t_start = time.perf_counter()
     while len(times) < repeats:
-        # each blocked_autorange gives several block timings; pool them until we have enough
+        # each blocked_autorange gives several block timings (already per call); pool them
         m = timer.blocked_autorange(min_run_time=max(min_time_s / repeats, 1e-3))
         times.extend(m.times)
+        per_block = m.number_per_run
         if time.perf_counter() - t_start > 60 * max(min_time_s, 0.5):
             break
-    return Timing.from_times(times)
+    return Timing.from_times(times, calls_per_repeat=per_block, cache="warm",
+                             method=f"torch.utils.benchmark.Timer, {torch.get_num_threads()} threads, "
+                                    f"blocks of {per_block} calls")
+
+
+# --- CUDA -----------------------------------------------------------------------------------------
+
+def _l2_flush(dev) -> Callable[[], None]:
+    """A callable that overwrites twice the GPU's L2 (256 MiB when torch does not know the size)."""
+    size = 2 * (l2_bytes(dev) or 128 << 20)
+    buf = torch.empty(size // 4, dtype=torch.int32, device=dev)
+    return buf.zero_
+
+
+def _window(run, stream) -> float:
+    """Seconds between two events recorded on ``stream`` around ``run()``."""
+    start, end = _cuda.Event(enable_timing=True), _cuda.Event(enable_timing=True)
+    start.record(stream)
+    run()
+    end.record(stream)
+    end.synchronize()
+    return start.elapsed_time(end) / 1e3
+
+
+def _repeat(fn, n):
+    def run():
+        for _ in range(n):
+            fn()
+    return run
+
+
+def _calls_per_window(fn, stream, window_s) -> int:
+    """Double the calls until their event window lasts ``window_s`` (or the cap is reached)."""
+    n = 1
+    while n < _MAX_CALLS:
+        took = _window(_repeat(fn, n), stream)
+        if took >= window_s:
+            break
+        n = min(_MAX_CALLS, n * max(2, math.ceil(window_s / max(took, 1e-9))))
+    return n
+
+
+def _captured(fn, n, stream):
+    """``n`` calls of ``fn`` captured once into a CUDA graph; returns its ``replay``."""
+    side = _cuda.Stream(stream.device)
+    side.wait_stream(stream)
+    with _cuda.stream(side):                    # capture needs the code warmed on a side stream
+        for _ in range(3):
+            fn()
+    stream.wait_stream(side)
+    g = _cuda.CUDAGraph()
+    with _cuda.graph(g):
+        for _ in range(n):
+            fn()
+
+    def replay():
+        with _cuda.stream(stream):              # on the timed stream, between its events
+            g.replay()
+    return replay
+
+
+def _measure_cuda(fn, stream, *, warmup, repeats, min_time_s, window_s, flush, graph) -> Timing:
+    for _ in range(warmup):
+        fn()
+    stream.synchronize()
+    if flush is not None:
+        return _measure_cold(fn, stream, repeats=repeats, min_time_s=min_time_s, flush=flush)
+    n = _calls_per_window(fn, stream, window_s)
+    run, how = _repeat(fn, n), f"{n} back-to-back calls per CUDA event pair"
+    if graph:
+        try:
+            run, how = _captured(fn, n, stream), f"a CUDA graph of {n} calls per CUDA event pair"
+        except RuntimeError as exc:             # an op that cannot be captured: time it eagerly
+            how += f" (CUDA graph capture failed: {str(exc).splitlines()[0][:80]})"
+    times: list[float] = []
+    t_start = time.perf_counter()
+    while len(times) < repeats or time.perf_counter() - t_start < min_time_s:
+        times.append(_window(run, stream) / n)
+        if len(times) >= 10 * repeats:
+            break
+    return Timing.from_times(times, calls_per_repeat=n, method=how, cache="warm")
+
+
+def _measure_cold(fn, stream, *, repeats, min_time_s, flush) -> Timing:
+    """One call per event pair, each after an L2 flush. All pairs are queued before any is read,
+    so the GPU never waits for the CPU: the flush kernel runs while the call is being launched."""
+    times: list[float] = []
+    t_start = time.perf_counter()
+    while len(times) < repeats or time.perf_counter() - t_start < min_time_s:
+        pairs = []
+        for _ in range(repeats):
+            flush()
+            start, end = _cuda.Event(enable_timing=True), _cuda.Event(enable_timing=True)
+            start.record(stream)
+            fn()
+            end.record(stream)
+            pairs.append((start, end))
+        pairs[-1][1].synchronize()
+        times += [s.elapsed_time(e) / 1e3 for s, e in pairs]
+        if len(times) >= 10 * repeats:
+            break
+    return Timing.from_times(times, calls_per_repeat=1, cache="l2 flushed",
+                             method="1 call per CUDA event pair, L2 flushed before each")
 
 
 def compare(fns: dict[str, Callable[[], object]], *, device="cpu", warmup: int = 3, rounds: int = 5,
-            repeats: int = 10, min_time_s: float = 0.1) -> dict[str, Timing]:
+            repeats: int = 10, min_time_s: float = 0.1, flush_l2: bool = False) -> dict[str, Timing]:
     """Time several variants side by side: ``rounds`` rounds, each timing every variant in turn.
 
     Interleaving cancels slow drift of a shared machine; the per-variant times of all rounds are
@@ -113,12 +259,14 @@ def compare(fns: dict[str, Callable[[], object]], *, device="cpu", warmup: int =
     if not fns:
         raise ValueError("fns must name at least one function")
     pooled: dict[str, list[float]] = {k: [] for k in fns}
+    how: dict[str, dict] = {}
     for k, fn in fns.items():
         _check(fn, device, warmup, repeats, min_time_s)
         for _ in range(warmup):
             fn()
     for _ in range(rounds):
         for k, fn in fns.items():
-            pooled[k].extend(measure(fn, device=device, warmup=0, repeats=repeats,
-                                     min_time_s=min_time_s).times_s)
-    return {k: Timing.from_times(v) for k, v in pooled.items()}
+            t = measure(fn, device=device, warmup=0, repeats=repeats, min_time_s=min_time_s, flush_l2=flush_l2)
+            pooled[k].extend(t.times_s)
+            how[k] = dict(calls_per_repeat=t.calls_per_repeat, method=t.method, cache=t.cache)
+    return {k: Timing.from_times(v, **how[k]) for k, v in pooled.items()}
