@@ -54,6 +54,9 @@ def main(argv=None) -> int:
     g.add_argument("--csv", metavar="FILE", help="write rows notebook,check,status,detail")
     g.add_argument("--json", metavar="FILE", help="write the same rows with the full messages")
     g.add_argument("--smoke", action="store_true", help="run with AMP_EDU_SMOKE=1 (tiny sizes)")
+    g.add_argument("--own-checks", action="store_true",
+                   help="grade each notebook's check cells as they are (by default a check the course "
+                   "knows is graded with the course's own version, and a missing one is an error)")
     n = sub.add_parser("nbgrader", help="write an nbgrader course folder from solutions/")
     n.add_argument("dir", metavar="DIR", help="the nbgrader course folder to create")
     n.add_argument("--solutions", metavar="DIR", default=None,
@@ -83,7 +86,8 @@ def main(argv=None) -> int:
         try:
             return classgrade.main(args.paths, timeout=args.timeout,
                                    notebook_timeout=args.notebook_timeout, jobs=args.jobs,
-                                   csv_path=args.csv, json_path=args.json, smoke=args.smoke)
+                                   csv_path=args.csv, json_path=args.json, smoke=args.smoke,
+                                   course_checks=not args.own_checks)
         except classgrade.UsageError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2

@@ -4,7 +4,9 @@ Every ``.ipynb`` under the given folders (``.ipynb_checkpoints`` and other hidde
 is graded by :func:`amp_edu.course.grade.grade_notebook` in its own kernel, from a copy in a
 temporary folder — the submitted file is never written. What a class hands in is graded, not
 trusted: a cell that never returns is a ``timeout`` row, a kernel that dies an ``error`` row
-saying so, a file that is not a notebook an ``error`` row — and the next notebook is graded.
+saying so, a file that is not a notebook an ``error`` row — and the next notebook is graded. Check
+cells known to the course are graded with the course's own version (:mod:`.reference`), so an
+edited or deleted check does not pass.
 
 Results are rows ``notebook, check, status, detail`` (:func:`rows`), one per check, with
 ``check = "(notebook)"`` for a notebook that could not be graded at all. They are sorted by
@@ -33,10 +35,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import grade as G
-from . import kernel
+from . import kernel, reference
 
 NOTEBOOK_ROW = "(notebook)"     # the ``check`` of a row about the notebook as a whole
 CSV_FIELDS = ["notebook", "check", "status", "detail"]
+EDITED_NOTE = "this check cell had been edited; it was graded with the course's own version"
+MISSING = "the check cell `# CHECK: {name}` is missing from this notebook"
 
 
 class UsageError(ValueError):
@@ -99,9 +103,13 @@ def collect(paths) -> list[Path]:
 
 
 def grade_file(path, *, smoke: bool = False, timeout: float = G.DEFAULT_TIMEOUT,
-               notebook_timeout: float | None = None,
-               stop: threading.Event | None = None) -> NotebookResult:
-    """Grade one submitted file; never raises for anything the file contains."""
+               notebook_timeout: float | None = None, stop: threading.Event | None = None,
+               course_checks: bool = True) -> NotebookResult:
+    """Grade one submitted file; never raises for anything the file contains.
+
+    With ``course_checks`` (the default) check cells known to the course are graded with the
+    course's own source, and a missing one is an ``error`` (:mod:`amp_edu.course.reference`).
+    """
     path = Path(path)
     res = NotebookResult(_display(path))
     t0 = time.monotonic()
@@ -117,8 +125,14 @@ def grade_file(path, *, smoke: bool = False, timeout: float = G.DEFAULT_TIMEOUT,
                     raise ValueError("it has no list of cells")
             except Exception as exc:  # noqa: BLE001 - any unreadable file is an error row
                 raise ValueError(f"not a notebook: {type(exc).__name__}: {G.first_line(str(exc))}") from exc
+            edited, missing = reference.restore(nb, reference.course_checks()) if course_checks else ([], [])
             res.checks = G.grade_notebook(nb, tmp, smoke=smoke, timeout=timeout,
                                           notebook_timeout=notebook_timeout, stop=stop)
+            for c in res.checks:
+                if c.name in edited:
+                    c.message += f"\n({EDITED_NOTE})"
+            res.checks += [G.CheckResult(name, -1, False, MISSING.format(name=name), "error")
+                           for name in missing]
         except (ValueError, OSError, kernel.KernelError, G.GradingInterrupted) as exc:
             if stop is not None and stop.is_set():
                 res.error, res.interrupted = "not graded: the run was interrupted", True
@@ -132,7 +146,7 @@ def grade_file(path, *, smoke: bool = False, timeout: float = G.DEFAULT_TIMEOUT,
 
 def grade_class(paths, *, jobs: int = 1, smoke: bool = False, timeout: float = G.DEFAULT_TIMEOUT,
                 notebook_timeout: float | None = None, stop: threading.Event | None = None,
-                progress=None) -> list[NotebookResult]:
+                progress=None, course_checks: bool = True) -> list[NotebookResult]:
     """Grade every notebook in ``paths`` with ``jobs`` kernels at once; results sorted by notebook.
 
     ``progress(done, total, result)`` is called as each notebook finishes. When ``stop`` is set,
@@ -146,7 +160,7 @@ def grade_class(paths, *, jobs: int = 1, smoke: bool = False, timeout: float = G
     pool = cf.ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="grade")
     try:
         _run_pool(pool, files, results, stop, progress, smoke=smoke, timeout=timeout,
-                  notebook_timeout=notebook_timeout)
+                  notebook_timeout=notebook_timeout, course_checks=course_checks)
     except BaseException:
         stop.set()                        # e.g. a second Ctrl-C: the workers' kernels stop too
         raise
@@ -200,7 +214,7 @@ def rows(results: list[NotebookResult], *, full: bool = False) -> list[dict]:
         for c in r.checks:
             row = {"notebook": r.notebook, "check": c.name, "status": c.status, "detail": c.detail}
             if full:
-                row.update(cell=c.cell + 1, message=c.message)
+                row.update(cell=c.cell + 1 if c.cell >= 0 else None, message=c.message)
             out.append(row)
     return out
 
@@ -294,7 +308,8 @@ def progress_line(done: int, total: int, r: NotebookResult) -> str:
 
 
 def main(paths, *, timeout: float = G.DEFAULT_TIMEOUT, notebook_timeout: float | None = None,
-         jobs: int = 1, csv_path=None, json_path=None, smoke: bool = False) -> int:
+         jobs: int = 1, csv_path=None, json_path=None, smoke: bool = False,
+         course_checks: bool = True) -> int:
     """The ``grade`` command: progress on stderr, report and table on stdout; the exit status."""
     files = collect(paths)            # UsageError before anything starts
     stop = threading.Event()
@@ -306,7 +321,8 @@ def main(paths, *, timeout: float = G.DEFAULT_TIMEOUT, notebook_timeout: float |
     try:
         with stop_on_signals(stop):
             results = grade_class(files, jobs=jobs, smoke=smoke, timeout=timeout,
-                                  notebook_timeout=notebook_timeout, stop=stop, progress=progress)
+                                  notebook_timeout=notebook_timeout, stop=stop, progress=progress,
+                                  course_checks=course_checks)
     except KeyboardInterrupt:          # a second signal: kernels are already killed, stop now
         print("stopped: nothing reported", file=sys.stderr)
         return 128 + getattr(stop, "signum", signal.SIGINT)
