@@ -33,26 +33,41 @@ def test_wrong_scales_fail(wrong, hint):
     assert "FAIL choose_scale" in str(e.value) and hint in str(e.value), str(e.value)
 
 
-def make_step(*, zero_first=True, check="grads", bad=torch.isfinite, clear_on_skip=True, unscale="before"):
+def make_step(*, zero_first=True, check="grads", bad=torch.isfinite, unscale="fp32", copy_back=True,
+              nones="keep", params=None):
     """The reference step (all defaults) or one plausible mistake in it."""
-    def step(model, optimizer, loss_fn, x, y, scale):
+    def step(model, master, optimizer, loss_fn, x, y, scale):
         if zero_first:
-            optimizer.zero_grad()
+            model.zero_grad(set_to_none=True)
         scaled = loss_fn(model(x), y) * scale
         if check == "loss" and not torch.isfinite(scaled):
             return False
         scaled.backward()
-        if check == "grads" and not all(bad(p.grad).all() for p in model.parameters()):
-            if clear_on_skip:
-                optimizer.zero_grad()
+        ps = list(model.parameters())
+        looked = ps if params is None else [ps[params]]
+        if check == "grads" and not all(bad(p.grad).all() for p in looked if p.grad is not None):
             return False
-        if unscale == "before":
-            for p in model.parameters():
-                p.grad /= scale
+        pairs = list(zip(master, ps))
+        if nones == "filter":                     # drops the unused layer: the zip shifts by two
+            pairs = list(zip(master, [p for p in ps if p.grad is not None]))
+        for m, p in pairs:
+            if p.grad is None and nones != "crash":
+                m.grad = None
+            elif unscale == "fp32":
+                m.grad = p.grad.float() / scale
+            elif unscale == "fp16":
+                m.grad = (p.grad / scale).float()
+            else:                                  # "never" or "after"
+                m.grad = p.grad.float()
         optimizer.step()
         if unscale == "after":
-            for p in model.parameters():
-                p.grad /= scale
+            for m in master:
+                if m.grad is not None:
+                    m.grad /= scale
+        if copy_back:
+            with torch.no_grad():
+                for p, m in zip(ps, master):
+                    p.copy_(m)
         return True
     return step
 
@@ -60,18 +75,22 @@ def make_step(*, zero_first=True, check="grads", bad=torch.isfinite, clear_on_sk
 def test_reference_scaled_step_passes(capsys):
     l03.check_scaled_step(make_step())
     assert capsys.readouterr().out.startswith("PASS scaled_step")
+    l03.check_scaled_step(l03.reference_scaled_step)
 
 
 @pytest.mark.parametrize("mistake, hint", [
-    (dict(unscale="never"), "divide every gradient by scale"),
+    (dict(unscale="never"), "divided by scale"),
+    (dict(unscale="fp16"), "unscale in float32"),
+    (dict(unscale="after"), "divided by scale"),
     (dict(check="none"), "skip the step"),
     (dict(bad=lambda g: ~torch.isinf(g)), "inf and NaN"),
     (dict(check="loss"), "EVERY gradient"),
     (dict(zero_first=False), "accumulate"),
-    (dict(clear_on_skip=False), "clear the gradients"),
-    (dict(unscale="after"), "divide every gradient"),
-], ids=["no_unscale", "no_skip", "inf_only", "loss_check_only", "no_zero_grad", "keeps_bad_grads",
-        "unscale_after_step"])
+    (dict(copy_back=False), "copy every master weight back"),
+    (dict(nones="filter"), "ITS OWN fp16 parameter"),
+    (dict(nones="crash"), ".grad None"),
+], ids=["no_unscale", "unscale_in_fp16", "unscale_after_step", "no_skip", "inf_only", "loss_check_only",
+        "no_zero_grad", "no_copy_back", "filters_none_grads", "crashes_on_none_grad"])
 def test_wrong_scaled_steps_fail(mistake, hint):
     with pytest.raises(CheckFailed) as e:
         l03.check_scaled_step(make_step(**mistake))
@@ -89,8 +108,8 @@ def test_unsolved_exercises_fail_with_the_not_done_message():
 
 
 def test_single_overflow_scenario_has_one_inf_in_one_parameter_and_no_nan():
-    """The premise of the last scenario: exactly one parameter's gradient holds inf, none holds NaN."""
-    i = len(l03._SCENARIOS) - 1
+    """The premise of that scenario: exactly one parameter's gradient holds inf, none holds NaN."""
+    i = next(k for k, sc in enumerate(l03._SCENARIOS) if "one weight gradient overflows" in sc[0])
     (kind, scale), = l03._SCENARIOS[i][1]
     model = l03._model(i)
     x, y = l03._batch(kind, 100 * i)
@@ -101,23 +120,21 @@ def test_single_overflow_scenario_has_one_inf_in_one_parameter_and_no_nan():
     assert torch.isfinite(grads[0]).all() and torch.isfinite(grads[-1]).all()
 
 
-def _checks_one_param(index):
-    """A step that looks at one parameter's gradient only (the first, or the last) before stepping."""
-    def step(model, optimizer, loss_fn, x, y, scale):
-        optimizer.zero_grad()
-        (loss_fn(model(x), y) * scale).backward()
-        if not torch.isfinite(list(model.parameters())[index].grad).all():
-            optimizer.zero_grad()
-            return False
-        for p in model.parameters():
-            p.grad /= scale
-        optimizer.step()
-        return True
-    return step
+def test_tiny_scenario_is_one_where_fp16_unscaling_loses_values():
+    """The premise of the 'tiny' scenario: divided in fp16, the scaled gradients flush or round."""
+    i = next(k for k, sc in enumerate(l03._SCENARIOS) if sc[1][0][0] == "tiny")
+    (kind, scale), = l03._SCENARIOS[i][1]
+    model = l03._model(i)
+    x, y = l03._batch(kind, 100 * i, model)
+    (l03._loss_fn(model(x), y) * scale).backward()
+    assert all(bool(torch.isfinite(p.grad).all()) for p in model.parameters())
+    assert l03._fp16_unscaled_differs(model, scale)
+    flushed = sum(int(((p.grad / scale) == 0).sum() - (p.grad == 0).sum()) for p in model.parameters())
+    assert flushed > 0
 
 
-@pytest.mark.parametrize("wrong", [make_step(bad=lambda g: ~torch.isnan(g)), _checks_one_param(0),
-                                   _checks_one_param(-1)], ids=["nan_only", "first_param_only", "last_param_only"])
+@pytest.mark.parametrize("wrong", [make_step(bad=lambda g: ~torch.isnan(g)), make_step(params=0),
+                                   make_step(params=-1)], ids=["nan_only", "first_param_only", "last_param_only"])
 def test_partial_overflow_checks_fail(wrong):
     with pytest.raises(CheckFailed) as e:
         l03.check_scaled_step(wrong)

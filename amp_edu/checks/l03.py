@@ -2,11 +2,14 @@
 
 ``check_choose_scale`` compares with :func:`amp_edu.gradients.max_safe_scale` on gradients whose
 largest magnitude sits exactly on a boundary, is negative, hides in a later tensor, or already
-exceeds 65504 (so S < 1). ``check_scaled_step`` *runs* the learner's step on a small fp16 model
-next to the reference, on a clean batch, a batch whose scaled gradients overflow (while the loss
-stays finite), a batch with a NaN, a batch where a single gradient value overflows (to inf, in
-one parameter only), and sequences of them — and compares the return value, every parameter and
-every gradient bit for bit.
+exceeds 65504 (so S < 1). ``check_scaled_step`` *runs* the learner's step — fp16 model, fp32
+master copy, static scale — next to the reference, on a clean batch, a batch whose scaled
+gradients overflow (while the loss stays finite), a batch with a NaN, a batch where a single
+gradient value overflows (to inf, in one parameter only), a batch whose true gradients lie below
+fp16's floor (unscaling them *in fp16* would flush or round them: the division belongs in fp32,
+where lesson 04's scaler does it too), a model with a parameter the forward never uses, and
+sequences of them — and compares the return value, every master weight, every fp16 weight and
+every master gradient bit for bit.
 """
 
 from __future__ import annotations
@@ -74,33 +77,59 @@ def check_choose_scale(fn) -> str:
     return res
 
 
-# --- part B: a loss-scaled step that skips non-finite gradients --------------------------------
-def reference_scaled_step(model, optimizer, loss_fn, x, y, scale) -> bool:
-    optimizer.zero_grad(set_to_none=True)
+# --- part B: a loss-scaled step with an fp32 master copy ---------------------------------------
+def reference_scaled_step(model, master, optimizer, loss_fn, x, y, scale) -> bool:
+    for p in model.parameters():
+        p.grad = None
     loss = loss_fn(model(x), y)
     (loss * scale).backward()
-    grads = [p.grad for p in model.parameters() if p.grad is not None]
-    if not all(bool(torch.isfinite(g).all()) for g in grads):
-        optimizer.zero_grad(set_to_none=True)
+    grads = [p.grad for p in model.parameters()]
+    if not all(bool(torch.isfinite(g).all()) for g in grads if g is not None):
         return False
-    for g in grads:
-        g.div_(scale)
+    for m, g in zip(master, grads):
+        m.grad = None if g is None else g.float() / scale      # unscale in fp32, never in fp16
     optimizer.step()
+    with torch.no_grad():
+        for p, m in zip(model.parameters(), master):
+            p.copy_(m)
     return True
 
 
-def _model(seed: int) -> nn.Module:
+class _Net(nn.Module):
+    """A small fp16 model; with ``spare=True`` its FIRST parameters belong to a layer the forward
+    never uses (their ``.grad`` stays None), so filtering the None gradients misaligns the zip."""
+
+    def __init__(self, spare: bool):
+        super().__init__()
+        if spare:
+            self.spare = nn.Linear(8, 1)
+        self.body = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))
+
+    def forward(self, x):
+        return self.body(x)
+
+
+def _model(seed: int, spare: bool = False) -> nn.Module:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        m = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))
+        m = _Net(spare)
     return m.half()
+
+
+def _setup(seed: int, spare: bool = False):
+    model = _model(seed, spare)
+    master = [p.detach().float().clone().requires_grad_(True) for p in model.parameters()]
+    return model, master, torch.optim.SGD(master, lr=0.05)
 
 
 def _loss_fn(out, y):
     return ((out.float() - y) ** 2).mean()
 
 
-def _batch(kind: str, seed: int):
+TINY_OFFSET = 2.0 ** -20   # targets this close to the outputs: true gradients below fp16's 2^-24
+
+
+def _batch(kind: str, seed: int, model=None):
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(16, 4, generator=g)
     y = torch.randn(16, 1, generator=g)
@@ -108,74 +137,98 @@ def _batch(kind: str, seed: int):
         y = y * 0 + 300.0
     elif kind == "nan":
         x[3, 1] = float("nan")
+    elif kind == "tiny":          # targets a hair from the outputs: tiny true gradients
+        with torch.no_grad():
+            y = model(x.half()).float() + TINY_OFFSET
     return x.half(), y
 
 
-# (description, [(batch kind, scale), ...]) — each scenario runs on a fresh model
+# (description, [(batch kind, scale), ...], spare layer?) — each scenario runs on a fresh model
 _SCENARIOS = [
-    ("one clean batch, S = 1024", [("clean", 1024.0)]),
-    ("a batch whose scaled gradients overflow fp16 (S = 2^14), the loss being finite", [("overflow", 2.0 ** 14)]),
-    ("a batch with a NaN in x, S = 8", [("nan", 8.0)]),
-    ("two clean batches in a row, S = 256", [("clean", 256.0), ("clean", 256.0)]),
-    ("overflow (S = 2^14), then a clean batch (S = 2^14)", [("overflow", 2.0 ** 14), ("clean", 2.0 ** 14)]),
-    ("NaN, then a clean batch, S = 32", [("nan", 32.0), ("clean", 32.0)]),
-    ("one clean batch, S = 1", [("clean", 1.0)]),
+    ("one clean batch, S = 1024", [("clean", 1024.0)], False),
+    ("a batch whose scaled gradients overflow fp16 (S = 2^14), the loss being finite", [("overflow", 2.0 ** 14)], False),
+    ("a batch with a NaN in x, S = 8", [("nan", 8.0)], False),
+    ("two clean batches in a row, S = 256", [("clean", 256.0), ("clean", 256.0)], False),
+    ("overflow (S = 2^14), then a clean batch (S = 2^14)", [("overflow", 2.0 ** 14), ("clean", 2.0 ** 14)], False),
+    ("NaN, then a clean batch, S = 32", [("nan", 32.0), ("clean", 32.0)], False),
+    ("one clean batch, S = 1", [("clean", 1.0)], False),
     # only ONE gradient value overflows, to inf (no NaN anywhere), in a middle parameter: catches a
     # check that looks for NaN only, or at one parameter only (tests/test_checks_l03.py proves it)
     ("a clean batch at S = 2^18: one weight gradient overflows to inf, every other gradient is finite",
-     [("clean", 2.0 ** 18)]),
+     [("clean", 2.0 ** 18)], False),
+    # true gradients around 2^-27..2^-20: fine in fp16 once scaled by 2^16, ruined if divided back in fp16
+    ("targets 2^-20 from the outputs, S = 2^16: the true gradients lie below fp16's smallest subnormal",
+     [("tiny", 2.0 ** 16)], False),
+    ("a model whose first layer the forward never uses (its .grad stays None), two clean batches, S = 64",
+     [("clean", 64.0), ("clean", 64.0)], True),
 ]
 
 
-def _grads_equal(got_model, ref_model, stepped: bool) -> bool:
-    for p, q in zip(got_model.parameters(), ref_model.parameters()):
-        if stepped:
-            if p.grad is None or not same(p.grad, q.grad):
-                return False
-        elif p.grad is not None and bool((p.grad != 0).any()):
-            return False
-    return True
+def _fp16_unscaled_differs(model, scale) -> bool:
+    """Would dividing these fp16 gradients by ``scale`` in fp16 give other values than in fp32?"""
+    for p in model.parameters():
+        if p.grad is not None and not torch.equal((p.grad / scale).float(), p.grad.float() / scale):
+            return True
+    return False
+
+
+_SPARE_HINT = ("pair each master tensor with ITS OWN fp16 parameter (zip the full lists): a parameter "
+               "the forward does not use has .grad None — give its master .grad None, don't filter it out")
 
 
 def check_scaled_step(fn) -> str:
-    """Grade ``scaled_step(model, optimizer, loss_fn, x, y, scale) -> bool`` by running it."""
+    """Grade ``scaled_step(model, master, optimizer, loss_fn, x, y, scale) -> bool`` by running it."""
     name = "scaled_step"
     require_callable(name, fn)
-    for i, (desc, seq) in enumerate(_SCENARIOS):
-        mine, ref = _model(i), _model(i)
-        opt_mine = torch.optim.SGD(mine.parameters(), lr=0.05)
-        opt_ref = torch.optim.SGD(ref.parameters(), lr=0.05)
+    for i, (desc, seq, spare) in enumerate(_SCENARIOS):
+        model, master, opt = _setup(i, spare)
+        ref, ref_master, ref_opt = _setup(i, spare)
         for j, (kind, scale) in enumerate(seq):
-            x, y = _batch(kind, 100 * i + j)
-            want = reference_scaled_step(ref, opt_ref, _loss_fn, x, y, scale)
-            got = call_learner(name, fn, (mine, opt_mine, _loss_fn, x.clone(), y.clone(), scale),
-                               input=desc, expected=f"returns {want}", hint="your step raised on this input")
+            x, y = _batch(kind, 100 * i + j, ref)
+            want = reference_scaled_step(ref, ref_master, ref_opt, _loss_fn, x, y, scale)
+            fp16_division_matters = want and _fp16_unscaled_differs(ref, scale)
             where = f"{desc} — call {j + 1} ({kind} batch)"
+            got = call_learner(name, fn, (model, master, opt, _loss_fn, x.clone(), y.clone(), scale),
+                               input=where, expected=f"returns {want}",
+                               hint=lambda exc: (_SPARE_HINT if spare else "your step raised on this input"))
             if got is not want:
                 hint = ("check EVERY gradient with torch.isfinite (inf and NaN), after backward from loss * scale; "
                         "return False and skip the step when one is not finite" if want is False else
                         "a clean batch must step and return True")
                 raise fail(name, input=where, expected=want, got=got, hint=hint)
-            params_ok = all(same(p.detach(), q.detach()) for p, q in zip(mine.parameters(), ref.parameters()))
-            if not params_ok:
-                nonfinite = any(not bool(torch.isfinite(p).all()) for p in mine.parameters())
-                if nonfinite:
-                    hint = "inf/NaN reached the weights: do not call optimizer.step() when you skip"
-                elif want and j > 0:
-                    hint = ("clear old gradients (optimizer.zero_grad()) before backward: they accumulate "
-                            "across calls")
-                elif want and scale != 1.0:
-                    hint = "the weights moved differently: divide every gradient by scale before optimizer.step()"
+            master_ok = all(same(m.detach(), r.detach()) for m, r in zip(master, ref_master))
+            if not master_ok:
+                if any(not bool(torch.isfinite(m).all()) for m in master):
+                    hint = "inf/NaN reached the master weights: do not call optimizer.step() when you skip"
                 elif not want:
-                    hint = "a skipped step must leave every weight exactly as it was"
+                    hint = "a skipped step must leave every master weight exactly as it was"
+                elif spare:
+                    hint = _SPARE_HINT
+                elif kind == "tiny" and fp16_division_matters:
+                    hint = ("unscale in float32: convert the fp16 gradient to float32 FIRST, then divide by "
+                            "scale — divided in fp16, these small gradients fall back under fp16's floor "
+                            "(2^-24) and are flushed or rounded")
+                elif j > 0:
+                    hint = ("clear the fp16 model's old gradients before backward: .grad accumulates "
+                            "across calls")
+                elif scale != 1.0:
+                    hint = ("the master weights moved differently: give each master tensor the fp16 gradient "
+                            "as float32, divided by scale, before optimizer.step()")
                 else:
-                    hint = "clear old gradients (optimizer.zero_grad()) before backward: they accumulate"
-                raise fail(name, input=where, expected="the reference's weights",
-                           got="different weights", hint=hint)
-            if not _grads_equal(mine, ref, want):
-                hint = ("after a step, .grad must hold the UNSCALED gradients (grad / scale)" if want else
-                        "after a skipped step clear the gradients (optimizer.zero_grad()), or the next "
-                        "step would add to inf/NaN")
-                raise fail(name, input=where, expected="the reference's gradients", got="different gradients",
-                           hint=hint)
+                    hint = "clear the fp16 model's old gradients before backward: they accumulate"
+                raise fail(name, input=where, expected="the reference's master weights",
+                           got="different master weights", hint=hint)
+            if not all(same(p.detach(), q.detach()) for p, q in zip(model.parameters(), ref.parameters())):
+                hint = ("after optimizer.step(), copy every master weight back into its fp16 parameter "
+                        "(p.copy_(m) under torch.no_grad()): the fp16 model must follow the master copy"
+                        if want else "a skipped step must leave the fp16 model exactly as it was")
+                raise fail(name, input=where, expected="the reference's fp16 weights",
+                           got="different fp16 weights", hint=hint)
+            if want and not all((m.grad is None and r.grad is None) or
+                                (m.grad is not None and r.grad is not None and same(m.grad, r.grad))
+                                for m, r in zip(master, ref_master)):
+                raise fail(name, input=where, expected="the reference's master gradients",
+                           got="different master gradients",
+                           hint="after a step, each master .grad must hold the UNSCALED float32 gradient "
+                                "(fp16 grad converted to float32, divided by scale)")
     return passed(name, f"{len(_SCENARIOS)} scenarios")
