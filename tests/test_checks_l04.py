@@ -17,7 +17,9 @@ def make_unscale(*, check="isfinite", when="before", inverse="float64", skip_bad
         if inverse == "float64":
             inv = scale.double().reciprocal().float()
         elif inverse == "python":
-            inv = 1.0 / scale.item()
+            inv = 1.0 / scale.item()                            # a double, never rounded to float32
+        elif inverse == "float64_tensor":
+            inv = scale.double().reciprocal()                   # float64, never rounded to float32
         else:
             inv = 1.0 / scale                                   # float32 division
         bad = {"isfinite": lambda g: not torch.isfinite(g).all(),
@@ -46,8 +48,7 @@ def make_unscale(*, check="isfinite", when="before", inverse="float64", skip_bad
 
 def test_reference_unscale_passes(capsys):
     l04.check_unscale(make_unscale())
-    assert capsys.readouterr().out.startswith("PASS unscale_and_check_: 15 cases")
-    l04.check_unscale(make_unscale(inverse="python"))          # 1.0 / scale.item() is float64 too
+    assert capsys.readouterr().out.startswith("PASS unscale_and_check_: 17 cases")
 
 
 @pytest.mark.parametrize("wrong, where, hint", [
@@ -60,6 +61,8 @@ def test_reference_unscale_passes(capsys):
     (make_unscale(flag=False), "not a count", "a flag, not a count"),
     (make_unscale(inverse="float32"), "clean gradients", "float64"),
     (make_unscale(inverse="divide"), "clean gradients", "float64"),
+    (make_unscale(inverse="python"), "float64 gradients, scale 3", "STORED as float32"),
+    (make_unscale(inverse="float64_tensor"), "float64 gradients, scale 3", "STORED as float32"),
     (make_unscale(in_place=False), "clean gradients", "in place"),
     (make_unscale(returns="bool"), "clean gradients", "0-dim float32 tensor"),
     (make_unscale(returns="float"), "clean gradients", "0-dim float32 tensor"),

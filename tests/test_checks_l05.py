@@ -44,11 +44,11 @@ def args_ok(op, args, kwargs, *, policy, device_type, dtype):
 
 
 def make_args(*, eligible=eligible_ok, inplace=False, promote="widest", explicit=True, out=True,
-              lists=True, ban="cuda", foreign=True, none_chooses=False):
+              lists=True, ban="cuda", foreign=True, none_chooses=False, lower_only_fp32=False):
     """A hand-written autocast_args with one mistake switched in."""
-    def cast_to(obj, to, device_type):
+    def cast_to(obj, to, device_type, only=None):
         if isinstance(obj, torch.Tensor):
-            return obj.to(to) if eligible(obj, device_type) else obj
+            return obj.to(to) if eligible(obj, device_type) and (only is None or obj.dtype == only) else obj
         if lists and isinstance(obj, (list, tuple)):
             return type(obj)(cast_to(o, to, device_type) for o in obj)
         return obj
@@ -81,8 +81,9 @@ def make_args(*, eligible=eligible_ok, inplace=False, promote="widest", explicit
                 raise RuntimeError("Unexpected floating ScalarType")
             has32 = any(t.dtype == FP32 for t in ok)
             to = FP32 if (promote == "widest" and has32) else dtype
-        return tuple(cast_to(a, to, device_type) for a in args), {k: cast_to(v, to, device_type)
-                                                                  for k, v in kwargs.items()}
+        only = FP32 if (lower_only_fp32 and kind == "lower") else None   # "cast the fp32 ones down"
+        return tuple(cast_to(a, to, device_type, only) for a in args), {k: cast_to(v, to, device_type, only)
+                                                                        for k, v in kwargs.items()}
     return fn
 
 
@@ -108,6 +109,7 @@ def test_reference_args_passes(capsys):
     (make_args(ban="none"), "binary_cross_entropy", "banned"),
     (make_args(foreign=False), "addcdiv of bf16 and fp16", "RuntimeError"),
     (make_args(ban="both"), "binary_cross_entropy, CPU policy", "fp32 ops cast"),
+    (make_args(lower_only_fp32=True), "mm of a bf16 and an fp32 matrix in an fp16 region", "EVERY eligible"),
 ])
 def test_wrong_args_fail(wrong, where, hint):
     with pytest.raises(CheckFailed, match=hint) as err:
@@ -163,7 +165,7 @@ def test_reference_cache_passes(capsys):
     (make_cache(check=lambda t, to, lower: t.requires_grad and t.is_leaf and not t._is_view()), "fp16 parameter",
      "fp32 tensors"),
     (make_cache(grad=False), "torch.no_grad()", "enable_grad"),
-    (make_cache(key_dtype=False), "then cached_cast(cache, p, bf16", "cast tensor"),
+    (make_cache(key_dtype=False), "then cached_cast(cache, p, bf16", "AND the target dtype"),
     (make_cache(inference=False), "inference_mode", "inference_mode"),
     (make_cache(store="global"), "clear", "clear()"),
     (make_cache(check=lambda t, to, lower: False), "twice, p = nn.Parameter", "reused"),

@@ -10,7 +10,8 @@ The expected answers come from :mod:`amp_edu.scaler`, which ``tests/test_scaler.
 to torch's own kernels bit for bit. The cases are the ones nearly-right answers get wrong: NaN as
 well as inf, -inf, a count instead of a flag, a sum of large finite values that overflows, a check done after unscaling,
 growth one step late, a tracker that is not reset, a scale grown to inf, factors applied in
-float32, a floor under the scale, an inverse computed in float32.
+float32, a floor under the scale, an inverse computed in float32 — or computed in float64 and
+never rounded to float32 (a Python float ``1.0 / scale.item()``), which float64 gradients expose.
 """
 
 from __future__ import annotations
@@ -77,6 +78,10 @@ def _unscale_cases():
     yield "no gradients at all", [], 65536.0
     yield "an empty tensor and a 0-dim one", [torch.zeros(0, 3), t(5.0)], 8.0
     yield "tiny values that unscale to subnormals", [t([2.0 ** -120, -(2.0 ** -125)])], 2.0 ** 16
+    # float64 gradients (a float64 model): torch multiplies them by float32(1/S), not by the double
+    # 1/S -- an inverse kept as a Python float or a float64 tensor differs here in every element
+    yield "float64 gradients, scale 3 (float32(1/3) is not the double 1/3)", [r(6).double()], 3.0
+    yield "float64 and float32 gradients together, scale 1000", [r(4).double(), r(4)], 1000.0
 
 
 _DIVISIONS = {"reciprocal", "reciprocal_", "div", "div_", "true_divide", "true_divide_", "__truediv__",
@@ -144,15 +149,20 @@ def check_unscale(unscale_and_check_) -> None:
                             "g * inv and g / scale differ in the last bit")
                 elif torch.equal(a, grads[k]):
                     hint = "multiply the gradients in place (g.mul_(inv)): the caller keeps the same tensors"
+                elif a.dtype == torch.float64 and torch.equal(_bits(a), _bits(grads[k] * (1.0 / scale_value))):
+                    hint = ("the inverse must be STORED as float32 after computing it in float64: "
+                            "inv = scale.double().reciprocal().float(). torch multiplies even float64 "
+                            "gradients by float32(1/scale); a Python float (1.0 / scale.item()) or a "
+                            "float64 tensor is the unrounded double 1/scale, and float64 gradients show it")
                 else:
                     hint = "each gradient becomes g * inv, with inv = 1/scale computed in float64 then cast to float32"
                 raise fail(name, input=f"{shown}, gradient #{k}", expected=b, got=a, hint=hint)
         if spy.narrow:
             raise fail(name, input=shown, expected="1/scale computed in float64, then cast to float32",
                        got=f"a division in low precision ({spy.narrow[0]})",
-                       hint="compute the inverse as scale.double().reciprocal().float() (or 1.0 / scale.item(), "
-                            "a Python float is a float64): a float32 division is not correctly rounded "
-                            "everywhere (fast-math GPU builds), float64 then float32 is")
+                       hint="compute the inverse as scale.double().reciprocal().float(): a float32 division "
+                            "is not correctly rounded everywhere (fast-math GPU builds); in float64, then "
+                            "rounded once to float32, it is")
         n += 1
     passed(name, f"{n} cases")
 

@@ -12,6 +12,7 @@ a ``no_grad`` first call, two target dtypes and ``inference_mode``.
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 
 from ..autocast.policy import decide, is_eligible, kind_of
 from .core import call_learner, fail, passed, require_callable, same
@@ -119,6 +120,11 @@ def _cases():
         ("addmm_ (in place)", "cpu", BF16, "addmm_", torch.Tensor.addmm_, (_r(3, 3), _r(3, 3), _r(3, 3)), {}),
         ("bmm with out=", "cpu", BF16, "bmm", torch.bmm, (_r(2, 3, 3), _r(2, 3, 3)), {"out": torch.empty(2, 3, 3)}),
         ("add (not in the tables) of bf16 and fp32", "cpu", BF16, "add", torch.add, (b, _r(6)), {}),
+        # a lower op casts EVERY eligible floating input to the region's dtype, not only the fp32 ones
+        ("mm of a bf16 and an fp32 matrix in an fp16 region", "cuda", FP16, "mm", torch.mm,
+         (_r(3, 3, dtype=BF16), _r(3, 3)), {}),
+        ("linear: fp16 input, fp32 weight, in a bf16 region (CPU policy)", "cpu", BF16, "linear", F.linear,
+         (_r(2, 4, dtype=FP16), _r(3, 4)), {}),
         ("binary_cross_entropy, CUDA policy", "cuda", FP16, "binary_cross_entropy", nn.binary_cross_entropy,
          (h.sigmoid(), h.sigmoid().flip(0)), {}),
         ("binary_cross_entropy, CPU policy", "cpu", BF16, "binary_cross_entropy", nn.binary_cross_entropy,
@@ -196,6 +202,12 @@ def _hint(kind, args, kwargs, mine) -> str:
         return "binary_cross_entropy is banned under the CUDA policy: raise RuntimeError"
     if kind == "fp32":
         return "fp32 ops cast every eligible input to float32"
+    low = [t for t in _flat((args, kwargs)) if isinstance(t, torch.Tensor) and is_eligible(t, "cpu")
+           and t.dtype not in (FP32,)]
+    if low and isinstance(mine, tuple) and len(mine) == 2 and any(
+            isinstance(t, torch.Tensor) and t.dtype in (FP16, BF16) for t in _flat(mine)):
+        return ("lower ops cast EVERY eligible floating input to the region's dtype — a bf16 input in an "
+                "fp16 region (or fp16 in a bf16 one) too, not only the float32 ones")
     return "lower ops cast every eligible floating input to the region's dtype (look inside lists too)"
 
 
@@ -281,9 +293,16 @@ def check_cached_cast(fn) -> None:
                               "are leaves and are not views (t._is_view()) — i.e. parameters")
 
     cache = {}
-    shown = "cached_cast(cache, p, fp16, lower=fp16), then cached_cast(cache, p, bf16, lower=bf16)"
+    shown = ("cached_cast(cache, p, fp16, lower=fp16), then cached_cast(cache, p, bf16, lower=bf16): "
+             "nested regions with different dtypes share one cache")
     call(cache, p, FP16, FP16, shown)
-    call(cache, p, BF16, BF16, shown)        # `call` checks the dtype of what comes back
+    second = call_learner(name, fn, (cache, p, BF16, BF16), input=shown, expected="t.to(torch.bfloat16)")
+    if not isinstance(second, torch.Tensor) or second.dtype != BF16:
+        raise _cache_fail(shown, "a bfloat16 cast of p", _describe(second),
+                          "key the cache by the tensor AND the target dtype, e.g. (id(t), to): keyed by the "
+                          "tensor alone, the bf16 region is handed the fp16 copy the outer region made"
+                          if isinstance(second, torch.Tensor) and second.dtype == FP16 else
+                          "always return the cast tensor (cached or new)")
 
     cache = {}
     shown = "first call, cache.clear(), second call"
