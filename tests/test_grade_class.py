@@ -79,6 +79,7 @@ def test_the_hanging_check_cell_itself_reports_how_long_it_ran(tmp_path):
     nb = write_nb(tmp_path / "hang.ipynb", SOLVED, "# CHECK: double\n" + HANG)
     [c] = grade.grade(nb, timeout=LIMIT)
     assert (c.status, c.ok) == ("timeout", False)
+    assert c.detail == f"cell 2 (`# CHECK: double`) did not finish within the {LIMIT:g} s limit per cell; kernel killed"
     ran = float(c.message.split("was still running after ")[1].split(" s")[0])
     assert LIMIT <= ran < LIMIT + 1, c.message
 
@@ -230,6 +231,9 @@ def test_bad_usage_exits_2(tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     assert main(["grade", str(tmp_path / "empty")]) == 2
     assert "no .ipynb notebook found" in capsys.readouterr().err
+    one = write_nb(tmp_path / "one.ipynb", CHECK_G)
+    assert main(["grade", str(one), "--csv", str(tmp_path / "no" / "such.csv")]) == 2
+    assert "its folder does not exist" in capsys.readouterr().err
     for bad in (["--jobs", "0"], ["--timeout", "-1"], ["--timeout", "soon"], []):
         with pytest.raises(SystemExit) as exc:
             main(["grade", *bad] + ([str(tmp_path)] if bad else []))

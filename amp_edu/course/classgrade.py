@@ -312,6 +312,9 @@ def main(paths, *, timeout: float = G.DEFAULT_TIMEOUT, notebook_timeout: float |
          course_checks: bool = True) -> int:
     """The ``grade`` command: progress on stderr, report and table on stdout; the exit status."""
     files = collect(paths)            # UsageError before anything starts
+    for out in (csv_path, json_path):
+        if out and not Path(out).resolve().parent.is_dir():
+            raise UsageError(f"cannot write {str(out)!r}: its folder does not exist")
     stop = threading.Event()
     t0 = time.monotonic()
 
@@ -327,10 +330,13 @@ def main(paths, *, timeout: float = G.DEFAULT_TIMEOUT, notebook_timeout: float |
         print("stopped: nothing reported", file=sys.stderr)
         return 128 + getattr(stop, "signum", signal.SIGINT)
     interrupted = stop.is_set()
-    if csv_path:
-        write_csv(results, csv_path)
-    if json_path:
-        write_json(results, json_path, interrupted=interrupted)
+    try:
+        if csv_path:
+            write_csv(results, csv_path)
+        if json_path:
+            write_json(results, json_path, interrupted=interrupted)
+    except OSError as exc:            # still print the table below: the grading is not lost
+        print(f"error: could not write the results: {exc}", file=sys.stderr)
     if len(results) == 1 and not results[0].error:
         print(G.report(results[0].checks))
         print()
