@@ -53,6 +53,8 @@ from dataclasses import dataclass
 
 import torch
 
+from .validate import check_int
+
 __all__ = [
     "Format", "FORMATS", "MX_FORMATS", "ALL_FORMATS", "Decomposed", "decompose", "encode", "decode",
     "quantize", "get", "get_format", "name_of", "dtype_name", "short_name", "ulp", "representable",
@@ -575,8 +577,7 @@ def representable(fmt, lo=-math.inf, hi=math.inf) -> torch.Tensor:
 
 def neighbours(x, fmt, count: int = 8) -> tuple[torch.Tensor, torch.Tensor]:
     """The ``count`` representable values just below-or-at ``x`` and just above it (≤16-bit formats)."""
-    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-        raise ValueError(f"count must be a positive int, got {count!r}")
+    count = check_int(count, "count", min=1)
     xv = _as_float(x)
     if not math.isfinite(xv):
         raise ValueError(f"x must be finite, got {x!r}")
@@ -592,8 +593,7 @@ def running_sum(x, steps: int, *, acc_dtype: torch.dtype, input_dtype: torch.dty
     to an ``acc_dtype`` accumulator. Returns the float64 tensor of the running sums (one per step).
     """
     xv = _as_float(x)
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
-        raise ValueError(f"steps must be a positive int, got {steps!r}")
+    steps = check_int(steps, "steps", min=1)
     for name, dt in (("acc_dtype", acc_dtype), ("input_dtype", input_dtype)):
         if dt is not None and (not isinstance(dt, torch.dtype) or not dt.is_floating_point):
             raise TypeError(f"{name} must be a floating torch dtype, got {dt!r}")

@@ -239,3 +239,33 @@ def test_preflight_rejects_a_dtype_or_scaler_flag_it_cannot_judge():
         debug.preflight(m, dtype=torch.int8)
     with pytest.raises(TypeError, match="True or False"):
         debug.preflight(m, scaler="yes")
+
+
+def test_the_package_keeps_every_name_and_one_module_per_tool():
+    import importlib
+    for mod, names in {"modules": ["ModuleCall", "trace_modules", "first_nonfinite", "nonfinite_rows"],
+                       "plot": ["plot_module_calls"], "anomaly": ["AnomalyReport", "backward_anomaly"],
+                       "eps": ["effective_eps", "effective_floor", "preflight"],
+                       "scale": ["ScaleDiagnosis", "diagnose_scales", "scale_verdict"]}.items():
+        m = importlib.import_module(f"amp_edu.debug.{mod}")
+        assert all(getattr(debug, n) is getattr(m, n) for n in names), mod
+    assert set(debug.__all__) == {n for n in dir(debug) if not n.startswith("_")} - {
+        "anomaly", "eps", "modules", "plot", "scale"}
+
+
+def test_diagnose_scales_counts_what_the_verdict_says():
+    start = [2.0 ** 16, 2.0 ** 15, 2.0 ** 14]                       # two calibration back-offs
+    worked = [2.0 ** 14] * 5
+    d = debug.diagnose_scales(start + worked + [2.0 ** 15, 2.0 ** 14] + worked + [2.0 ** 13] * 3)
+    assert (d.warm, d.probes, d.unexplained) == (2, 1, 1) and not d.sick
+    sick = debug.diagnose_scales(start + (worked + [2.0 ** 13]) * 4)
+    assert sick.unexplained >= 3 and sick.sick and not sick.falling
+    assert "healthy" in debug.scale_verdict(start + worked)
+
+
+def test_effective_eps_works_for_every_format_with_a_dtype():
+    assert debug.effective_eps(1e-3, torch.float8_e4m3fn) == 2.0 ** -9         # e4m3's smallest subnormal
+    assert debug.effective_eps(1e-8, torch.float32) == float(torch.tensor(1e-8))
+    assert debug.effective_floor(torch.float32) == 2.0 ** -149
+    with pytest.raises(TypeError, match="32 bits"):
+        debug.effective_eps(1e-8, torch.float64)

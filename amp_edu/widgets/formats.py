@@ -20,6 +20,7 @@ from matplotlib.figure import Figure
 
 from ..formats import FORMATS, Decomposed, get_format, decompose, neighbours, ulp
 from ..viz import FIELD_COLORS, number_line
+from ..validate import check_int
 from .base import Explorer
 
 __all__ = ["fate", "bits_html", "explorer_html", "number_line_caption", "number_line_figure",
@@ -163,8 +164,7 @@ class NumberLine(Explorer):
     def __init__(self, x: float = 1.0, fmt: str = "fp16", count: int = 8):
         self.controls = _ValueControls(x)
         self.text, self.slider = self.controls.text, self.controls.slider
-        if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= 32:
-            raise ValueError(f"count must be an int from 1 to 32 (values on each side), got {count!r}")
+        count = check_int(count, "count (values on each side)", min=1, max=32)
         name = get_format(fmt).name
         if name not in LINE_FORMATS:
             raise ValueError(f"the number line shows formats of at most 16 bits: one of {', '.join(LINE_FORMATS)}, "
