@@ -76,12 +76,10 @@ class MLP(nn.Module):
 
     def __init__(self, in_features: int, n_classes: int, width: int = 128, depth: int = 3):
         super().__init__()
-        layers, d = [], in_features
-        for _ in range(depth):
-            layers += [nn.Linear(d, width), nn.GELU()]
-            d = width
-        self.body = nn.Sequential(*layers)
-        self.head = nn.Linear(d, n_classes)
+        depth = check_int(depth, "depth", min=0)
+        self.body = (mlp([in_features] + [width] * depth, activation=nn.GELU, final_activation=True)
+                     if depth else nn.Sequential())
+        self.head = nn.Linear(width if depth else in_features, n_classes)
 
     def forward(self, x):
         return self.head(self.body(x.flatten(1)))
