@@ -147,23 +147,37 @@ def saved_tensors(fn: Callable[[], object], model: nn.Module | None = None) -> S
     return SavedReport(list(seen.values()))
 
 
-def _autocast(device_type: str, dtype: torch.dtype | None):
+def _autocast(device_type: str, dtype: torch.dtype | None, policy: str | None = None):
     if dtype is None or dtype == torch.float32:
         return contextlib.nullcontext()
     if dtype not in (torch.float16, torch.bfloat16):
         raise ValueError(f"dtype must be torch.float32 (no autocast), torch.float16 or torch.bfloat16, got {dtype}")
-    return torch.autocast(device_type, dtype=dtype)
+    if policy is None:
+        return torch.autocast(device_type, dtype=dtype)
+    from .autocast import autocast   # the course's autocast can apply either op table on any device
+
+    return autocast(device_type, dtype=dtype, policy=policy)
 
 
 def saved_bytes(model: nn.Module, x: torch.Tensor, *, dtype: torch.dtype | None = None,
-                loss_fn: Callable | None = None, target: torch.Tensor | None = None) -> SavedReport:
-    """Saved tensors of ``model(x)`` — under ``torch.autocast(dtype)`` for fp16/bf16, plain for
-    fp32/None — plus ``loss_fn(output, target)`` when given."""
+                loss_fn: Callable | None = None, target: torch.Tensor | None = None,
+                policy: str | None = None) -> SavedReport:
+    """Saved tensors of ``model(x)`` — under autocast for fp16/bf16, plain for fp32/None — plus
+    ``loss_fn(output, target)`` when given.
+
+    ``policy=None`` uses ``torch.autocast`` on ``x``'s device, i.e. that device's op table. The
+    two tables keep different ops in fp32 (the CUDA one: softmax, layer norm, sums, exp; the CPU
+    one: mostly losses), so the saving differs: ``policy="cuda"`` or ``"cpu"`` runs
+    ``amp_edu.autocast`` with that table instead, on whatever device ``x`` is — the way to see on a
+    CPU what a GPU would save.
+    """
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"x must be a tensor, got {type(x).__name__}")
+    if policy not in (None, "cpu", "cuda"):
+        raise ValueError(f"policy must be None (torch.autocast on x's device), 'cpu' or 'cuda', got {policy!r}")
 
     def forward():
-        with _autocast(x.device.type, dtype):
+        with _autocast(x.device.type, dtype, policy):
             out = model(x)
             return loss_fn(out, target) if loss_fn is not None else out
 

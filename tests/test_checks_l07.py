@@ -60,8 +60,12 @@ def test_wrong_predictions_fail_with_the_slip_named(kw, hint):
     (lambda w, d, b: largest(w, d, b, fixed=False), "weight copies"),
     (lambda w, d, b: largest(w, d, b, rounding=round), "round down"),
     (lambda w, d, b: math.floor((b - (predict(w, 1, d) - (predict(w, 2, d) - predict(w, 1, d))))
-                                / (predict(w, 2, d) - predict(w, 1, d))), "0"),   # negative when nothing fits
-])
+                                / (predict(w, 2, d) - predict(w, 1, d))), "exceed the budget"),  # no max(0, ...)
+    (lambda w, d, b: max(-1, math.floor(((predict(w, 1, d) - (predict(w, 2, d) - predict(w, 1, d))) - b)
+                                        / (predict(w, 2, d) - predict(w, 1, d)))), "not the other way round"),
+    (lambda w, d, b: largest(w, d, b, rounding=math.ceil), "round down"),
+    (lambda w, d, b: largest(w, d, b) + 0.5, "a whole number"),
+], ids=["fixed_ignored", "round", "no_clamp", "sign_flipped", "ceil", "not_integer"])
 def test_wrong_largest_batch_fails(wrong, hint):
     with pytest.raises(CheckFailed) as e:
         l07.check_predict_largest_batch(wrong)

@@ -110,3 +110,23 @@ def test_peak_cuda_bytes_is_none_without_a_gpu():
 def test_bad_input(call, exc):
     with pytest.raises(exc):
         call()
+
+
+def test_policy_changes_what_stays_fp32():
+    """The CUDA table keeps softmax/layer-norm outputs in fp32, so it saves more bytes than the CPU
+    table on a transformer block; policy=None is torch.autocast on the CPU, i.e. the CPU table."""
+    import torch.nn.functional as F
+
+    from amp_edu.models import CharTransformer
+
+    model = CharTransformer(16, 8, d_model=16, n_heads=2, n_layers=1)
+    idx = torch.randint(0, 16, (4, 8), generator=torch.Generator().manual_seed(0))
+
+    def loss(out, y):
+        return F.cross_entropy(out.flatten(0, 1), y.flatten())
+
+    got = {p: memory.saved_bytes(model, idx, dtype=torch.float16, loss_fn=loss, target=idx, policy=p).total_bytes
+           for p in (None, "cpu", "cuda")}
+    assert got[None] == got["cpu"] < got["cuda"]
+    with pytest.raises(ValueError, match="policy"):
+        memory.saved_bytes(model, idx, dtype=torch.float16, policy="tpu")

@@ -83,10 +83,16 @@ def _largest_hint(case, expected, got):
     if isinstance(got, (int, float)):
         if got == budget // per_sample:
             return "the weight copies take memory too, whatever the batch: subtract them from the budget first"
-        if got == round((budget - fixed) / per_sample) and got != expected:
-            return "round down: a batch one larger than fits does not fit"
+        if got < 0 and expected == 0:
+            return (f"here the fixed bytes alone ({fixed:g}, the weight copies) exceed the budget ({budget}): "
+                    "no batch fits, so the answer is 0, not the negative floor((budget − fixed) / per_sample)")
         if got < 0:
-            return "when not even one sample fits, the answer is 0"
+            return ("a batch size cannot be negative: subtract the fixed bytes from the budget, "
+                    "floor((budget − fixed) / per_sample), not the other way round")
+        if got != int(got):
+            return "a batch size is a whole number: return an int (floor of the division)"
+        if got in (round((budget - fixed) / per_sample), -(-(budget - fixed) // per_sample)) and got != expected:
+            return "round down: a batch one larger than fits does not fit"
     return "largest B with fixed + B·per_sample <= budget: B = floor((budget − fixed) / per_sample), at least 0"
 
 
