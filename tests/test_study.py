@@ -84,6 +84,7 @@ def tiny():
 
 
 def test_run_study_trains_each_recipe_with_each_seed(tiny, capsys):
+    threads = torch.get_num_threads()
     s = study.run_study(tiny, ("fp32", "amp_bf16"), seeds=(0, 1), model="mlp", steps=6, evals=2,
                         threads=1, batch_size=16)
     out = capsys.readouterr().out
@@ -96,7 +97,7 @@ def test_run_study_trains_each_recipe_with_each_seed(tiny, capsys):
     xs, ys = s.curves("amp_bf16", "eval_accuracy")
     assert xs == [3, 6] and len(ys) == 2
     assert len(s.curves("fp32", "train_loss")[1][0]) == 6
-    assert torch.get_num_threads() >= 1
+    assert torch.get_num_threads() == threads, "threads=1 is undone after the study"
 
 
 def test_run_study_rejects_bad_input(tiny):
