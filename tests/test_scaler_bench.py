@@ -1,19 +1,48 @@
-"""The scaler-overhead benchmark runs and reports both scalers (speed itself is not asserted)."""
+"""The scaler-overhead benchmark's method: both scalers timed side by side on the same gradients,
+the figures derived from those timings (speed itself is not asserted: that is a benchmark's job)."""
 
 import pytest
 import torch
 
 from amp_edu.bench import scaler_overhead
+from amp_edu.bench.timing import Timing
 
 
-def test_quick_run_reports_both_scalers_side_by_side():
+def _fixed(seconds):
+    return Timing.from_times([seconds] * 4)
+
+
+def test_both_scalers_are_timed_in_one_side_by_side_call_and_the_figures_follow(monkeypatch):
+    calls, used = [], []
+
+    class Spy(scaler_overhead.GradScaler):
+        def update(self, *a, **k):
+            used.append("ours")
+            return super().update(*a, **k)
+
+    def fake_compare(fns, **kw):
+        calls.append(sorted(fns))
+        for fn in fns.values():
+            fn()                                   # the ops really run: each scaler steps once
+        return {"torch": _fixed(1e-3), "ours": _fixed(1.5e-3)}
+
+    monkeypatch.setattr(scaler_overhead, "GradScaler", Spy)
+    monkeypatch.setattr(scaler_overhead, "compare", fake_compare)
+    monkeypatch.setattr(scaler_overhead, "measure", lambda fn, **kw: (fn(), _fixed(10e-3))[1])
     r = scaler_overhead.run(quick=True, device="cpu", width=8, depth=50)
-    assert r.n_tensors == 100 and r.device == "cpu"
-    assert set(r.scaler_ops) == {"torch", "ours"}
-    assert all(t.median_s > 0 and t.n >= 3 for t in r.scaler_ops.values()) and r.train_step.median_s > 0
-    assert r.ratio == r.scaler_ops["ours"].median_s / r.scaler_ops["torch"].median_s
+    assert calls == [["ours", "torch"]] and used == ["ours"]          # one interleaved call, ours once
+    assert r.n_tensors == 100 and r.n_elements == 50 * (8 * 8 + 8)
+    assert r.ratio == pytest.approx(1.5) and r.extra_share == pytest.approx(0.05)
     text = scaler_overhead.describe(r)
-    assert "100 parameter tensors" in text and f"{r.ratio:.2f}x" in text and "of a step" in text
+    assert "100 parameter tensors" in text and "1.50x" in text and "+5.0% of a step" in text
+    assert "slower" in text                                           # 50% beyond a zero spread
+
+
+def test_a_difference_inside_the_spread_is_called_noise(monkeypatch):
+    noisy = {"torch": Timing.from_times([0.8e-3, 1.0e-3, 1.2e-3, 1.4e-3]),
+             "ours": Timing.from_times([0.9e-3, 1.05e-3, 1.25e-3, 1.4e-3])}
+    r = scaler_overhead.Result("cpu", 100, 1000, noisy, _fixed(10e-3), None)
+    assert "within noise" in scaler_overhead.describe(r)
 
 
 def test_the_timed_scaler_ops_leave_gradients_unchanged():

@@ -31,7 +31,7 @@ import torch
 from ..device import info, is_smoke, pick_device
 from . import report
 from .bandwidth import copy_bandwidth
-from .env import environment, others_busy, tf32
+from .env import cache_sizes, environment, others_busy, precision_flags, tf32
 from .matmul import DTYPES, matmul_fn, operands, relative_error, result_row, slow_path, unsupported
 from .timing import compare
 from .train_step import RECIPES, run_train_step, slow_recipe
@@ -43,7 +43,11 @@ __all__ = ["Config", "config", "run", "main"]
 @dataclass
 class Config:
     """What to measure. Shapes are ``[m, k, n]`` grouped as ``square`` (the size sweep), ``align``
-    (aligned vs unaligned neighbours), ``skinny`` (memory-bound) and ``wave`` (GPU tile waves)."""
+    (aligned vs unaligned neighbours), ``skinny`` (memory-bound) and ``wave`` (GPU tile waves).
+
+    ``cold_groups`` are compared with the DRAM roofline: on a GPU they are timed cold, with the L2
+    flushed before every call (a CPU cannot flush between the calls of a timer block; there the
+    row's ``fits_in`` says whether its operands fit in a cache)."""
 
     groups: dict[str, list[list[int]]]
     dtypes: tuple[str, ...] = DTYPES
@@ -55,6 +59,7 @@ class Config:
     train: dict = field(default_factory=dict)  # run_train_step kwargs; empty: no training step
     recipes: tuple[str, ...] = RECIPES
     bandwidth_bytes: int = 0                   # 0: no bandwidth measurement
+    cold_groups: tuple[str, ...] = ("skinny",)
 
     def __post_init__(self):
         bad = [d for d in self.dtypes if d not in DTYPES]
@@ -111,6 +116,7 @@ def run(cfg: Config | None = None, *, quick: bool = False, device=None, progress
         raise TypeError(f"cfg must be an amp_edu.bench.Config, got {type(cfg).__name__}")
     progress = progress or (lambda *_: None)
     dinfo = info(dev)
+    caches = cache_sizes(dev)
     doc = {"environment": environment(dev), "results": [], "skipped": [], "config": asdict(cfg)}
     doc["environment"]["quick"] = quick
     t0 = time.perf_counter()
@@ -136,13 +142,18 @@ def run(cfg: Config | None = None, *, quick: bool = False, device=None, progress
             fns[dt], notes[dt] = fn, slow
         if not fns:
             continue
+        cold = dinfo.device == "cuda" and any(g in cfg.cold_groups for g in groups)
         with tf32(False):  # fp32 is IEEE fp32 unless the variant switches TF32 on itself
             timings = compare(fns, device=dev, warmup=2, rounds=cfg.rounds, repeats=cfg.repeats,
-                              min_time_s=cfg.min_time_s)
+                              min_time_s=cfg.min_time_s, flush_l2=cold)
             errors = {dt: relative_error(fn(), a, b) if 2 * m * k * n <= cfg.error_max_flops else None
                       for dt, fn in fns.items()}
+        flags = {}
+        for dt in timings:                # the precision settings each row was timed under
+            with tf32(dt == "tf32"):
+                flags[dt] = precision_flags()
         for dt, t in timings.items():
-            row = result_row(dt, shape, t, errors[dt])
+            row = result_row(dt, shape, t, errors[dt], caches=caches, flags=flags[dt])
             row["group"] = groups[0]
             row["groups"] = groups
             row["note"] = notes[dt]
@@ -154,6 +165,11 @@ def run(cfg: Config | None = None, *, quick: bool = False, device=None, progress
     if cfg.bandwidth_bytes:
         doc["bandwidth"] = copy_bandwidth(cfg.bandwidth_bytes, device=dev, repeats=cfg.repeats)
         progress(f"memory bandwidth: {doc['bandwidth']['gb_per_s']:.1f} GB/s")
+        if caches:    # a copy that stays in the last-level cache: the roof of cache-resident operands
+            level, size = max(caches.items(), key=lambda kv: kv[1])
+            doc["cache_bandwidth"] = dict(copy_bandwidth(max(size // 4, 4096) // 4 * 4, device=dev,
+                                                         repeats=cfg.repeats), level=level, cache_bytes=size)
+            progress(f"{level}-resident copy bandwidth: {doc['cache_bandwidth']['gb_per_s']:.1f} GB/s")
     if cfg.train:
         for recipe in cfg.recipes:
             why = train_unsupported(recipe, dinfo)

@@ -28,7 +28,8 @@ import torch
 
 from ..device import info
 
-__all__ = ["tf32_enabled", "tf32", "tf32_override", "precision_flags", "others_busy", "environment"]
+__all__ = ["tf32_enabled", "tf32", "tf32_override", "precision_flags", "others_busy", "cache_sizes",
+           "environment"]
 
 _OVERRIDE_VARS = ("TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", "NVIDIA_TF32_OVERRIDE")
 
@@ -83,17 +84,52 @@ def tf32_override() -> str | None:
     return None
 
 
+# The new (torch >= 2.9) per-backend precision settings: "ieee", "tf32", "bf16" or "none" (inherit).
+# ``torch.backends.mkldnn.matmul.fp32_precision = "bf16"`` makes a CPU's fp32 matmul run in bf16.
+_NEW_API = {
+    "fp32_precision": ("fp32_precision",),
+    "cuda_matmul_fp32_precision": ("cuda", "matmul", "fp32_precision"),
+    "cudnn_fp32_precision": ("cudnn", "fp32_precision"),
+    "cudnn_conv_fp32_precision": ("cudnn", "conv", "fp32_precision"),
+    "cudnn_rnn_fp32_precision": ("cudnn", "rnn", "fp32_precision"),
+    "mkldnn_fp32_precision": ("mkldnn", "fp32_precision"),
+    "mkldnn_matmul_fp32_precision": ("mkldnn", "matmul", "fp32_precision"),
+    "mkldnn_conv_fp32_precision": ("mkldnn", "conv", "fp32_precision"),
+}
+
+
+def _backend_setting(path: tuple[str, ...]):
+    obj = torch.backends
+    for part in path:
+        obj = getattr(obj, part, None)
+        if obj is None:
+            return None                      # an older torch without the new API
+    return obj if isinstance(obj, str) else None
+
+
 def precision_flags() -> dict:
-    """The process-wide switches that change what an fp32/fp16/bf16 matmul computes."""
+    """The process-wide switches that change what an fp32/fp16/bf16 matmul computes: the legacy
+    flags and the new ``fp32_precision`` settings (CUDA, cuDNN, mkldnn). Reading a legacy flag
+    *raises* in torch 2.13 once the new API has set it; such a flag is recorded as ``None`` and
+    ``legacy_unreadable`` names it, so recording never fails and never changes a setting."""
     m = torch.backends.cuda.matmul
+    legacy = {
+        "cudnn_tf32": lambda: bool(torch.backends.cudnn.allow_tf32),
+        "float32_matmul_precision": torch.get_float32_matmul_precision,
+    }
     flags = {
         "matmul_tf32": tf32_enabled(),
-        "cudnn_tf32": _safe(lambda: bool(torch.backends.cudnn.allow_tf32)),
-        "float32_matmul_precision": _safe(torch.get_float32_matmul_precision),
         "fp16_reduced_precision_reduction": _safe(lambda: bool(m.allow_fp16_reduced_precision_reduction)),
         "bf16_reduced_precision_reduction": _safe(lambda: bool(m.allow_bf16_reduced_precision_reduction)),
         "mkldnn_enabled": bool(torch.backends.mkldnn.is_available()),
     }
+    flags["legacy_unreadable"] = []
+    for name, read in legacy.items():
+        flags[name] = _safe(read)
+        if flags[name] is None:
+            flags["legacy_unreadable"].append(name)
+    for name, path in _NEW_API.items():
+        flags[name] = _backend_setting(path)
     for var in _OVERRIDE_VARS:
         flags[var] = os.environ.get(var)
     flags["override_note"] = tf32_override()
@@ -146,6 +182,44 @@ def others_busy(window_s: float = 0.25) -> float | None:
     return round((b[0] - a[0]) / total, 3) if total > 0 else None
 
 
+def _cpu_caches(root: str = "/sys/devices/system/cpu/cpu0/cache") -> dict[str, int]:
+    """``{"L1d": bytes, "L2": ..., "L3": ...}`` of CPU 0 from Linux sysfs; ``{}`` elsewhere.
+
+    L3 is usually shared by several cores (the size is the whole cache); L1/L2 are per core."""
+    sizes: dict[str, int] = {}
+    try:
+        entries = sorted(os.listdir(root))
+    except OSError:
+        return sizes
+    for entry in entries:
+        if not entry.startswith("index"):
+            continue
+        try:
+            read = lambda f: open(os.path.join(root, entry, f)).read().strip()  # noqa: E731
+            level, kind, size = read("level"), read("type"), read("size")
+        except OSError:
+            continue
+        if kind == "Instruction":
+            continue
+        mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(size[-1:].upper(), 1)
+        digits = size.rstrip("KMGkmg")
+        if digits.isdigit():
+            sizes[f"L{level}{'d' if kind == 'Data' else ''}"] = int(digits) * mult
+    return sizes
+
+
+def cache_sizes(device: torch.device | str | None = None) -> dict[str, int]:
+    """The caches between the compute units and DRAM, in bytes: a GPU's ``L2`` (what torch
+    reports), or a CPU's ``L1d``/``L2``/``L3`` (Linux sysfs). An operand smaller than these may be
+    read from cache rather than DRAM, so it can beat a roofline drawn with DRAM bandwidth."""
+    dev = torch.device(device) if device is not None else torch.device(info(None).device)
+    if dev.type == "cuda":
+        from .timing import l2_bytes
+        l2 = l2_bytes(dev)
+        return {"L2": l2} if l2 else {}
+    return _cpu_caches()
+
+
 def environment(device: torch.device | str | None = None) -> dict:
     """Everything a benchmark result depends on, as a JSON-ready dict."""
     i = info(device)
@@ -171,6 +245,7 @@ def environment(device: torch.device | str | None = None) -> dict:
         "cpu_count": os.cpu_count(),
         # other processes competing for the cores make multi-threaded CPU timings unreliable
         "load_average_1min": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
+        "cache_bytes": cache_sizes(i.device),
         "others_busy_at_start": others_busy(),
         "os": platform.platform(),
         "smoke": i.smoke,

@@ -11,8 +11,9 @@ the matmul in that dtype.
 
 Dtype names follow ``torch.dtype`` (``float32``, ``float16``, ``bfloat16``, ``float8_e4m3fn``),
 plus ``tf32``: fp32 storage with TF32 Tensor Core math. fp8 goes through ``torch._scaled_mm``
-(per-tensor scales, bf16 output), which needs compute capability 8.9+ and dimensions divisible
-by 16.
+(per-tensor scales, bf16 output): on a GPU it needs compute capability 8.9+ and dimensions
+divisible by 16; torch 2.13 also runs it on a CPU (any shape), where no fp8 units exist and it is
+a slow path. Every dtype, fp8 included, is timed the same way (:mod:`amp_edu.bench.timing`).
 
 A dtype the hardware cannot run fast (fp16 — or bf16 — matmul on a CPU without AVX512_FP16 /
 AMX units) takes a slow fallback path; :func:`slow_path` names it so the sweep caps its size
@@ -26,11 +27,11 @@ import torch
 from .. import formats
 from ..device import DeviceInfo
 from . import roofline
-from .env import tf32
+from .env import cache_sizes, precision_flags, tf32
 from .timing import measure
 
 __all__ = ["DTYPES", "operands", "matmul_fn", "relative_error", "unsupported", "slow_path",
-           "result_row", "run_matmul"]
+           "fits_in", "result_row", "run_matmul"]
 
 DTYPES = ("float32", "tf32", "float16", "bfloat16", "float8_e4m3fn")
 # Storage dtype per bench name (amp_edu.formats names them; tf32 has no dtype: it is stored as float32).
@@ -103,12 +104,27 @@ def unsupported(dtype: str, shape, dev: DeviceInfo) -> str | None:
         return "this GPU has no native bf16 (it would be emulated)"
     if dtype == "float8_e4m3fn":
         if dev.device != "cuda":
-            return "fp8 matmul runs on fp8 Tensor Cores (compute capability 8.9+); a CPU has none"
+            return None if _cpu_scaled_mm() else "this torch has no CPU torch._scaled_mm"
         if not dev.fp8:
             return f"fp8 matmul needs compute capability 8.9+, this GPU has {dev.compute_capability}"
         if any(d % 16 for d in shape):
             return "torch._scaled_mm needs every dimension divisible by 16"
     return None
+
+
+_CPU_SCALED_MM: list[bool] = []
+
+
+def _cpu_scaled_mm() -> bool:
+    """Does this torch run ``torch._scaled_mm`` on a CPU (2.13 does)? Asked once, on 16×16."""
+    if not _CPU_SCALED_MM:
+        try:
+            a, b = operands([16, 16, 16])
+            matmul_fn(a, b, "float8_e4m3fn")()
+            _CPU_SCALED_MM.append(True)
+        except (RuntimeError, NotImplementedError, TypeError):
+            _CPU_SCALED_MM.append(False)
+    return _CPU_SCALED_MM[0]
 
 
 def slow_path(dtype: str, dev: DeviceInfo) -> str | None:
@@ -120,28 +136,49 @@ def slow_path(dtype: str, dev: DeviceInfo) -> str | None:
         return "slow path: this CPU has no AVX512_FP16/AMX-FP16, so fp16 matmul is emulated"
     if dtype == "bfloat16" and not dev.cpu_bf16_fast:
         return "slow path: this CPU has no AVX512_BF16/AMX-BF16, so bf16 matmul is emulated"
+    if dtype == "float8_e4m3fn":
+        return "slow path: a CPU has no fp8 matrix units, so torch._scaled_mm is emulated"
     return None
 
 
-def result_row(dtype: str, shape, timing, rel_error: float | None = None) -> dict:
-    """The bench's result row for a timed ``[m, k, n]`` matmul in ``dtype`` (a :class:`Timing`)."""
+def fits_in(nbytes: int, caches: dict[str, int] | None) -> str | None:
+    """The smallest cache level (``"L2"``, ``"L3"``, ...) that holds ``nbytes``, or ``None``."""
+    for level, size in sorted((caches or {}).items(), key=lambda kv: kv[1]):
+        if nbytes <= size:
+            return level
+    return None
+
+
+def result_row(dtype: str, shape, timing, rel_error: float | None = None, *,
+               caches: dict[str, int] | None = None, flags: dict | None = None) -> dict:
+    """The bench's result row for a timed ``[m, k, n]`` matmul in ``dtype`` (a :class:`Timing`).
+
+    Beside the contract's fields it records how the time was taken (``timing_method``,
+    ``calls_per_repeat``, ``cache``: ``"warm"`` or ``"l2 flushed"``), the smallest cache level of
+    ``caches`` that holds all three operands (``fits_in``; ``None``: they stream from DRAM) and the
+    precision ``flags`` in force while this row was timed.
+    """
     _check_dtype(dtype)
     m, k, n = _check_shape(shape)
     flops = roofline.matmul_flops(m, k, n)
     out_dtype = torch.bfloat16 if dtype == "float8_e4m3fn" else None
+    nbytes = roofline.matmul_bytes(m, k, n, _TORCH[dtype], out_dtype)
     return {
         "kind": "matmul", "dtype": dtype, "shape": [m, k, n],
         "median_s": timing.median_s, "iqr_s": timing.iqr_s, "n_repeats": timing.n,
         "tflops": flops / timing.median_s / 1e12,
         "flops": flops,
-        "bytes": roofline.matmul_bytes(m, k, n, _TORCH[dtype], out_dtype),
+        "bytes": nbytes,
         "intensity": roofline.arithmetic_intensity(m, k, n, _TORCH[dtype], out_dtype),
         "rel_error": rel_error,
+        "timing_method": getattr(timing, "method", ""), "calls_per_repeat": getattr(timing, "calls_per_repeat", 1),
+        "cache": getattr(timing, "cache", None), "fits_in": fits_in(nbytes, caches),
+        "precision_flags": flags,
     }
 
 
 def run_matmul(dtype: str, shape, *, device="cpu", repeats: int = 10, min_time_s: float = 0.1,
-               warmup: int = 2, error: bool = True, seed: int = 0) -> dict:
+               warmup: int = 2, error: bool = True, seed: int = 0, flush_l2: bool = False) -> dict:
     """Time one ``[m, k, n]`` matmul in ``dtype`` on its own; returns a result row.
 
     ``error=False`` skips the float64 reference (it costs a float64 matmul of the same size).
@@ -153,6 +190,7 @@ def run_matmul(dtype: str, shape, *, device="cpu", repeats: int = 10, min_time_s
     a, b = operands(shape, device=dev, seed=seed)
     fn = matmul_fn(a, b, dtype)
     with tf32(dtype == "tf32"):  # explicit either way, restored afterwards
-        t = measure(fn, device=dev, warmup=warmup, repeats=repeats, min_time_s=min_time_s)
+        t = measure(fn, device=dev, warmup=warmup, repeats=repeats, min_time_s=min_time_s, flush_l2=flush_l2)
         err = relative_error(fn(), a, b) if error else None
-    return result_row(dtype, shape, t, err)
+        flags = precision_flags()
+    return result_row(dtype, shape, t, err, caches=cache_sizes(dev), flags=flags)

@@ -9,8 +9,9 @@ TF32 or bf16 Tensor Cores, a T4 neither). Measured large GEMMs through PyTorch t
 A CPU has no entry: lessons compare a CPU's matmuls against its own *measured* fp32 rate instead.
 
 :func:`lookup` finds a GPU by the name ``torch.cuda.get_device_name()`` returns. Variants with
-other clocks or memory (H100 PCIe/NVL, H200 NVL) are deliberately not matched, so that no
-percentage is computed against the wrong datasheet.
+other clocks or memory (H100 PCIe/NVL, H200 NVL, the GH200 superchip) are deliberately not
+matched, so that no percentage is computed against the wrong datasheet: an unknown GPU gets no
+"% of peak" rather than an invented one.
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ _RULES = [
     (("A100", "80GB"), ("PCIE",), "A100 80GB"),
     (("A100",), ("80GB",), "A100 40GB"),
     (("H100",), ("PCIE", "NVL"), "H100 SXM"),
-    (("H200",), ("NVL",), "H200"),
+    (("H200",), ("NVL", "GH200"), "H200"),   # GH200 (Grace Hopper) has its own datasheet
 ]
 
 _DTYPE_FIELD = {"float32": "fp32", "fp32": "fp32", "tf32": "tf32", "float16": "fp16", "fp16": "fp16",

@@ -87,8 +87,9 @@ def plot_roofline(doc: dict, ax=None, *, title: str | None = None):
 
 
 def plot_speedups(docs: dict[str, dict], claims: dict[str, tuple[float, float]], ax=None):
-    """Matmul throughput ratio (best fp16/bf16 rate over best fp32 rate) and training-step speed-up
-    per machine, against the claimed ranges ``claims = {"matmul": (lo, hi), "train_step": (lo, hi)}``."""
+    """Matmul speed-up of fp16/bf16 over fp32 *at one shape* (the largest of the size sweep both
+    were measured at: :func:`report.throughput_ratio`) and training-step speed-up per machine,
+    against the claimed ranges ``claims = {"matmul": (lo, hi), "train_step": (lo, hi)}``."""
     if ax is None:
         _, ax = fig_ax(8, 3.6)
     names, x = list(docs), 0

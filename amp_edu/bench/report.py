@@ -3,8 +3,10 @@
 A result document is ``{"environment": {...}, "results": [...], ...}``; each result has ``kind``
 (``matmul`` or ``train_step``), ``dtype`` (``float32``, ``tf32``, ``float16``, ``bfloat16``,
 ``float8_e4m3fn``), ``shape`` (``[m, k, n]`` for a matmul: A is m×k, B is k×n), ``median_s``,
-``iqr_s`` and, for a matmul, ``tflops``. :func:`annotate` adds ``% of peak`` (against the GPU's
-datasheet, or on a CPU against its own best measured fp32 rate) and speed-ups against fp32.
+``iqr_s`` and, for a matmul, ``tflops``. :func:`annotate` adds ``% of peak`` against the GPU's
+datasheet figure *for that dtype* -- and nothing on a CPU or an unknown GPU, which have no
+datasheet peak here (a CPU's best measured fp32 rate is no peak for bf16, which may run on other
+units: it would read e.g. 374%) -- and speed-ups against fp32 *at the same shape*.
 
 Reference results from real machines live in ``amp_edu/reference/*.json``; :func:`references`
 loads every one, so a lesson can plot a learner's run next to them.
@@ -19,7 +21,7 @@ from pathlib import Path
 from .peaks import lookup, peak_tflops
 
 __all__ = ["REFERENCE_DIR", "validate", "annotate", "table", "save", "load", "references",
-           "rows", "speedups", "best_rate", "throughput_ratio", "train_speedups", "describe", "busy_warning",
+           "rows", "speedups", "best_rate", "same_shape_ratio", "throughput_ratio", "train_speedups", "describe", "busy_warning",
            "shape_label"]
 
 REFERENCE_DIR = Path(__file__).resolve().parents[1] / "reference"
@@ -88,18 +90,22 @@ def rows(doc: dict, kind: str = "matmul", *, dtype: str | None = None, group: st
 
 
 def annotate(doc: dict) -> dict:
-    """Add ``peak_tflops``, ``pct_of_peak``, ``peak_source`` and ``speedup_vs_fp32`` (in place)."""
+    """Add ``peak_tflops``, ``pct_of_peak``, ``peak_source`` and ``speedup_vs_fp32`` (in place).
+
+    The peak is the datasheet's dense figure for the row's dtype on a known GPU; on a CPU or an
+    unknown GPU all three peak fields are ``None`` (no invented yardstick), and
+    ``pct_of_best_same_dtype`` (the row's rate against the best rate of the *same* dtype in this
+    run) says how far a size is from that dtype's own best. ``speedup_vs_fp32`` divides the fp32
+    time by the row's time *at the same shape*.
+    """
     env = doc["environment"]
     mm = rows(doc, "matmul")
-    if env["device"] == "cuda":
-        entry = lookup(env["device_name"])
-        source = f"datasheet ({entry.name}): {entry.source}" if entry else None
-        peak_of = lambda dt: peak_tflops(env["device_name"], dt)  # noqa: E731
-    else:
-        fp32 = [r["tflops"] for r in mm if r["dtype"] == "float32"]
-        best = max(fp32) if fp32 else None
-        source = "measured: this CPU's best float32 rate in this run (a CPU has no datasheet peak here)"
-        peak_of = lambda dt: best  # noqa: E731
+    entry = lookup(env["device_name"]) if env["device"] == "cuda" else None
+    source = f"datasheet ({entry.name}): {entry.source}" if entry else None
+    peak_of = (lambda dt: peak_tflops(env["device_name"], dt)) if entry else (lambda dt: None)  # noqa: E731
+    best = {dt: best_rate(doc, dt) for dt in {r["dtype"] for r in mm}}
+    for r in mm:
+        r["pct_of_best_same_dtype"] = 100.0 * r["tflops"] / best[r["dtype"]]
     base = {tuple(r["shape"]): r for r in mm if r["dtype"] == "float32"}
     for r in mm:
         peak = peak_of(r["dtype"])
@@ -127,10 +133,24 @@ def best_rate(doc: dict, dtype: str) -> float | None:
     return max(rates) if rates else None
 
 
+def same_shape_ratio(doc: dict, dtype: str, baseline: str = "float32", *,
+                     group: str | None = "square") -> tuple[float, tuple] | None:
+    """``(baseline time / dtype time, shape)`` at the *largest* shape of ``group`` measured in both
+    dtypes, or ``None``. One shape for both: each dtype's best rate may come from a different
+    size (fp32 peaking at 1024³, fp16 at 4096³), and dividing those compares two sizes."""
+    base = {tuple(r["shape"]): r for r in rows(doc, "matmul", dtype=baseline, group=group)}
+    both = [r for r in rows(doc, "matmul", dtype=dtype, group=group) if tuple(r["shape"]) in base]
+    if not both:
+        return None
+    r = max(both, key=lambda r: r["flops"])
+    return base[tuple(r["shape"])]["median_s"] / r["median_s"], tuple(r["shape"])
+
+
 def throughput_ratio(doc: dict, dtype: str, baseline: str = "float32") -> float | None:
-    """Best ``dtype`` rate over best ``baseline`` rate: "fp16 throughput is N× fp32's"."""
-    a, b = best_rate(doc, dtype), best_rate(doc, baseline)
-    return a / b if a and b else None
+    """The ratio in "fp16 throughput is N× fp32's", from :func:`same_shape_ratio` (one shape: the
+    largest of the size sweep both were measured at, or of any group if the sweep has none)."""
+    got = same_shape_ratio(doc, dtype, baseline) or same_shape_ratio(doc, dtype, baseline, group=None)
+    return got[0] if got else None
 
 
 def train_speedups(doc: dict) -> dict[str, float]:
@@ -189,6 +209,10 @@ def table(doc: dict) -> str:
     bw = doc.get("bandwidth")
     if bw:
         lines.append(f"\nmemory bandwidth (copy of {bw['bytes'] / 2 / 2**20:.0f} MiB): {bw['gb_per_s']:.1f} GB/s")
+    cbw = doc.get("cache_bandwidth")
+    if cbw:
+        lines.append(f"{cbw['level']}-resident copy bandwidth (copy of {cbw['bytes'] / 2 / 2**20:.1f} MiB, "
+                     f"{cbw['level']} {cbw['cache_bytes'] / 2**20:.1f} MiB): {cbw['gb_per_s']:.1f} GB/s")
     for s in doc.get("skipped", []):
         shapes = ", ".join("x".join(map(str, sh)) for sh in s.get("shapes", []))
         lines.append(f"skipped {s['kind']} {s['what']}{' at ' + shapes if shapes else ''}: {s['reason']}")

@@ -33,6 +33,7 @@ from ..recipes import Recipe
 from ..scaler import GradScaler
 from .env import others_busy
 from .timing import Timing, compare, measure
+from .verdict import speed_verdict
 
 __all__ = ["Result", "tall_mlp", "run", "describe", "main"]
 
@@ -136,7 +137,7 @@ def describe(r: Result) -> str:
         f"model: {r.n_tensors} parameter tensors, {r.n_elements:,} elements, on {r.device}",
         f"scaler ops per iteration: torch.amp.GradScaler {t.median_s * 1e6:.0f} us "
         f"(IQR {t.iqr_s * 1e6:.0f}), ours {o.median_s * 1e6:.0f} us (IQR {o.iqr_s * 1e6:.0f}): "
-        f"ours / torch = {r.ratio:.2f}x",
+        f"ours / torch = {r.ratio:.2f}x; " + speed_verdict(o, t, load=False).sentence("ours", "torch's").split(": ", 1)[1],
         f"a whole training step of this model takes {r.train_step.median_s * 1e3:.2f} ms with torch's scaler: "
         f"the difference between the scalers is {r.extra_share:+.1%} of a step",
     ]
