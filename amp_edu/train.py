@@ -1,28 +1,10 @@
 """One training loop, many precision recipes — so recipes are compared on equal terms.
 
 Every lesson that trains calls :func:`train`; only the *recipe* changes. A recipe is an object
-(:mod:`amp_edu.recipes`) whose methods the loop calls at fixed moments of each step; the recipes
-by name:
-
-=============================== =================================================================
-recipe                          what happens in one step
-=============================== =================================================================
-``fp32``                        everything float32 (the baseline)
-``fp16_pure``                   ``model.half()``: weights, activations, gradients *and the optimizer
-                                update* in fp16 (the "cast the model" approach). Updates
-                                smaller than 2^-11 of a weight round away; small gradients flush.
-``fp16_static_scale(S)``        ``fp16_pure`` + static loss scaling: backward from ``loss * S``,
-                                skip the step if a gradient is inf/NaN, else unscale (× 1/S) and step
-``fp16_master``                 fp16 model for forward/backward, an **fp32 master copy** of the
-                                weights that the optimizer updates; fp16 weights re-copied from it
-``fp16_master_scale(S)``        ``fp16_master`` + static loss scale S, unscaled in fp32 (the 2018
-                                paper's recipe, with a constant scale)
-``bf16_pure``                   ``model.to(bfloat16)``: like ``fp16_pure`` with bf16
-``amp_fp16``                    fp32 weights, ``torch.amp.autocast(device, float16)`` forward,
-                                ``torch.amp.GradScaler(device)`` dynamic loss scaling
-``amp_bf16``                    fp32 weights, ``torch.amp.autocast(device, bfloat16)``, no scaler
-                                (bf16 has fp32's exponent range)
-=============================== =================================================================
+(:mod:`amp_edu.recipes`, which says what each one does) whose methods the loop calls at fixed
+moments of each step; by name: ``fp32``, ``fp16_pure``, ``bf16_pure``, ``fp16_static_scale(S)``,
+``fp16_master``, ``fp16_master_scale(S)``, ``amp_fp16`` and ``amp_bf16``
+(:data:`amp_edu.recipes.RECIPES`).
 
 ::
 
