@@ -4,12 +4,14 @@
   CPUs, NCCL on GPUs), from a notebook, and always cleans up.
 * :mod:`.sharded_scaler`: :class:`ShardedGradScaler`, a drop-in for torch's, built on the course's
   from-scratch :class:`amp_edu.scaler.GradScaler`.
-* :mod:`.ddp`, :mod:`.fsdp`, :mod:`.pitfalls`: the lesson's experiments, one function per launch.
-* :mod:`.accounting`: bytes per parameter, counted and predicted.
+* :mod:`.basics`: small rank functions that show (and test) what ``launch`` does;
+* :mod:`.ddp`, :mod:`.fsdp`, :mod:`.scaling`: the lesson's experiments, as rank functions;
+  :mod:`.parity` runs both sharded scalers side by side; :mod:`.lesson` groups the experiments
+  into few launches (starting ranks costs seconds).
 """
 
-from .launch import BACKENDS, RankInfo, backend_sentence, current, launch, pick_backend, progress
+from .launch import BACKENDS, LAST_RUN, RankInfo, backend_sentence, current, launch, pick_backend, progress
 from .sharded_scaler import LocalShardGradScaler, ShardedGradScaler
 
-__all__ = ["launch", "progress", "current", "RankInfo", "pick_backend", "backend_sentence", "BACKENDS",
+__all__ = ["launch", "LAST_RUN", "progress", "current", "RankInfo", "pick_backend", "backend_sentence", "BACKENDS",
            "ShardedGradScaler", "LocalShardGradScaler"]

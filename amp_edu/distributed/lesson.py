@@ -11,7 +11,7 @@ import warnings
 from . import ddp, fsdp, parity, scaling
 from .launch import progress
 
-__all__ = ["sizes", "ddp_experiments", "fsdp_experiments", "scaler_experiments"]
+__all__ = ["sizes", "ddp_experiments", "fsdp_experiments", "scaler_experiments", "all_experiments"]
 
 
 def sizes(smoke: bool) -> dict:
@@ -58,3 +58,10 @@ def scaler_experiments(rank: int, world_size: int, size: dict, ckpt_dir: str) ->
     out["clip"] = scaling.clipping(rank, world_size)
     out["checkpoint"] = scaling.checkpoint(rank, world_size, ckpt_dir)
     return out
+
+
+def all_experiments(rank: int, world_size: int, size: dict, ckpt_dir: str) -> dict:
+    """Sections 2-5 in one launch: each rank imports torch.distributed's FSDP and DTensor code once
+    (the slowest part of starting a rank)."""
+    return {"ddp": ddp_experiments(rank, world_size, size), "fsdp": fsdp_experiments(rank, world_size, size),
+            "scaler": scaler_experiments(rank, world_size, size, ckpt_dir)}
