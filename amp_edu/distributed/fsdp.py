@@ -169,12 +169,16 @@ def memory(rank: int, world_size: int, widths=(32, 512, 512, 512, 8), batch: int
     model = shard(tiny_mlp(0, widths).to(device), policy("bf16/fp32"))
     gathered = []
 
-    def during_forward(module, args, output):
-        gathered.append(_nbytes(module.parameters(recurse=False)))
+    def during_forward(module, args):
+        # registered after fully_shard, so it runs after FSDP2's own pre-forward hook, which has
+        # all-gathered the layer: its parameters are now the full bf16 compute copies
+        gathered.append(_nbytes(local_tensor(p) for p in module.parameters(recurse=False)))
+        dtypes.add(str(next(module.parameters(recurse=False)).dtype).replace("torch.", ""))
 
+    dtypes: set = set()
     for m in model:
         if isinstance(m, nn.Linear):
-            m.register_forward_hook(during_forward)
+            m.register_forward_pre_hook(during_forward)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     model(x).float().sum().backward()
     opt.step()
@@ -187,6 +191,7 @@ def memory(rank: int, world_size: int, widths=(32, 512, 512, 512, 8), batch: int
         "optimizer": _nbytes(local_tensor(v) for st in opt.state.values() for k, v in st.items()
                              if torch.is_tensor(v) and k != "step"),
         "transient_params": max(gathered),
+        "transient dtype": "/".join(sorted(dtypes)),
         "local_numel": sum(p.numel() for p in params),
     }
     # --- the same model, unsharded, autocast bf16 (what one process keeps)
