@@ -315,3 +315,10 @@ def test_a_stop_from_another_thread_ends_a_running_cell_and_kill_all_is_safe_mea
     assert box["run"].status == "stopped"
     assert not psutil.pid_exists(box["pid"]) or psutil.Process(box["pid"]).status() == psutil.STATUS_ZOMBIE
     assert not kernel.LIVE
+
+
+def test_a_flood_of_output_is_capped_and_still_times_out(tmp_path):
+    with kernel.Kernel(tmp_path) as k:
+        run = k.run("while True:\n    print('x' * 1000)", timeout=LIMIT)
+    assert run.status == "timeout" and run.seconds < LIMIT + SLACK
+    assert len(run.stdout) <= kernel.MAX_OUTPUT + 50 and run.stdout.endswith("[output truncated]")

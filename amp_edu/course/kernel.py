@@ -50,6 +50,7 @@ import zmq
 from jupyter_client.session import Session
 
 POLL_S = 0.1                 # how often a wait wakes up to check deadline, liveness and stop
+MAX_OUTPUT = 1_000_000       # characters of stdout (and of stderr) kept per cell
 START_TIMEOUT_S = 60.0       # a kernel that is not answering after this long is reported, not awaited
 ROOT = Path(__file__).resolve().parents[2]   # the folder holding the amp_edu package
 
@@ -213,6 +214,7 @@ class Kernel:
         t0 = time.monotonic()
         deadline = t0 + max(0.0, timeout)
         out, err = [], []
+        size = {"stdout": 0, "stderr": 0}
         res = CellRun(status="ok")
         if not self.alive():
             return CellRun(status="died", exit_detail=describe_exit(self.proc.returncode if self.proc else None))
@@ -235,7 +237,11 @@ class Kernel:
                         res.status, res.ename, res.evalue = "error", content.get("ename", ""), content.get("evalue", "")
                         res.traceback = content.get("traceback", [])
                 elif kind == "stream":
-                    (out if content.get("name") == "stdout" else err).append(content.get("text", ""))
+                    name = "stdout" if content.get("name") == "stdout" else "stderr"
+                    text = content.get("text", "")
+                    if size[name] < MAX_OUTPUT:              # a flood of prints must not fill memory
+                        (out if name == "stdout" else err).append(text)
+                    size[name] += len(text)
                 elif kind == "error":
                     res.status, res.ename, res.evalue = "error", content.get("ename", ""), content.get("evalue", "")
                     res.traceback = content.get("traceback", [])
@@ -252,7 +258,8 @@ class Kernel:
             if time.monotonic() >= deadline:
                 res.status = "timeout"
                 break
-        res.stdout, res.stderr = "".join(out), "".join(err)
+        res.stdout, res.stderr = ("".join(b)[:MAX_OUTPUT] + ("\n[output truncated]" if size[n] > MAX_OUTPUT else "")
+                                  for b, n in ((out, "stdout"), (err, "stderr")))
         res.seconds = time.monotonic() - t0
         if res.status in ("timeout", "died", "stopped"):
             if res.status == "died":
