@@ -43,6 +43,16 @@ def cacheable(t: torch.Tensor, to: torch.dtype, lower: torch.dtype) -> bool:
             and not t._is_view() and not torch._C._is_cached_tensor(t))
 
 
+# Tensor.bfloat16() / .half() / .float() are Tensor.to(dtype) with less argument parsing
+_CAST_METHOD = {torch.bfloat16: torch.Tensor.bfloat16, torch.float16: torch.Tensor.half,
+                torch.float32: torch.Tensor.float}
+
+
+def _plain_to(t: torch.Tensor, to: torch.dtype) -> torch.Tensor:
+    method = _CAST_METHOD.get(to)
+    return method(t) if method is not None else t.to(dtype=to)
+
+
 class WeightCache:
     """Low-precision copies of weights, reused within one autocast region."""
 
@@ -74,11 +84,37 @@ class WeightCache:
         return out
 
     def caster(self, lower: torch.dtype, enabled: bool = True):
-        """``cast(t, to)`` for a region whose low-precision dtype is ``lower`` (made once per setting)."""
+        """``cast(t, to)`` for a region whose low-precision dtype is ``lower``: :meth:`cast` with
+        its arguments bound, made once per setting (the mode's hot path calls it per tensor)."""
         key = (lower, enabled)
         fn = self._casters.get(key)
-        if fn is None:
-            fn = self._casters[key] = lambda t, to: self.cast(t, to, lower=lower, enabled=enabled)
+        if fn is not None:
+            return fn
+        if not enabled:
+            fn = _plain_to
+        else:
+            store, f32 = self._store, torch.float32
+            is_cached, inference, grad_on = (torch._C._is_cached_tensor, torch.is_inference_mode_enabled,
+                                             torch.is_grad_enabled)
+
+            def fn(t, to):
+                if (to is lower and t.requires_grad and t.is_leaf and t.dtype is f32 and not t._is_view()
+                        and not is_cached(t) and not inference()):
+                    k = (id(t), to)
+                    hit = store.get(k)
+                    if hit is not None and hit[0]() is t:
+                        self.hits += 1
+                        return hit[1]
+                    self.misses += 1
+                    if grad_on():
+                        out = _plain_to(t, to)
+                    else:
+                        with torch.enable_grad():      # keep the autograd edge in a no_grad forward
+                            out = _plain_to(t, to)
+                    store[k] = (weakref.ref(t), out)
+                    return out
+                return _plain_to(t, to)
+        self._casters[key] = fn
         return fn
 
     def clear(self) -> None:

@@ -82,7 +82,7 @@ from .policy import ALIASES, POLICIES, decide, lookup, op_name
 
 __all__ = ["autocast", "is_autocast_enabled", "get_autocast_dtype", "get_autocast_policy",
            "is_autocast_cache_enabled", "clear_autocast_cache", "is_autocast_available", "redispatch", "COMPOSITE_OPS",
-           "TORCH_REGISTERED", "weight_cache"]
+           "TORCH_REGISTERED", "THIN_WRAPPERS", "weight_cache"]
 
 DEVICE_TYPES = ("cpu", "cuda")
 _CPU_DTYPES = (torch.bfloat16, torch.float16)
@@ -116,7 +116,6 @@ class _State(threading.local):
         self.cache = WeightCache()
         self.mode: _AutocastMode | None = None
         self.opening: list = []   # Python-level functions being run with the mode active
-        self.guard = torch._C._ExcludeDispatchKeyGuard(_AUTOCAST_KEYS)   # reusable, not re-entrant
         self.warned: set = set()
 
 
@@ -183,11 +182,16 @@ _NEVER_OPEN = {torch.Tensor.backward, torch.autograd.backward, torch.autograd.gr
                torch.Tensor.__reduce_ex__, torch.Tensor.register_hook}
 _ROUTES: dict[Any, Any] = {}
 _ALL_REGISTERED = TORCH_REGISTERED["cpu"] | TORCH_REGISTERED["cuda"]
+# Python functions whose body is one call of a listed op with the same tensor arguments: the mode
+# treats each as that op (the same casts, one dispatch instead of opening it and seeing the op).
+THIN_WRAPPERS = {torch.nn.functional.cross_entropy: "cross_entropy_loss"}
 
 
 def _route(func):
     """``_OPEN`` for a Python-level composite; the ATen name for an op a policy lists or torch's
     autocast registers; ``("composite", name)`` for a known C++ composite; else None."""
+    if func in THIN_WRAPPERS:
+        return THIN_WRAPPERS[func]
     target = func.__func__ if isinstance(func, types.MethodType) else func
     if isinstance(target, types.FunctionType) and func not in _NEVER_OPEN:
         return _OPEN
@@ -196,6 +200,8 @@ def _route(func):
         return name
     raw = getattr(func, "__name__", None)
     if isinstance(raw, str):
+        if hasattr(func, "overloadpacket"):
+            raw = raw.split(".")[0]
         raw = ALIASES.get(raw, raw)
         if raw in _ALL_REGISTERED:
             return raw
@@ -242,39 +248,30 @@ def redispatch(func, types_, args, kwargs):
 
 
 _is_enabled = torch._C.is_autocast_enabled
+_get_dtype = torch._C.get_autocast_dtype
+_cache_on = torch._C.is_autocast_cache_enabled
 
 
 def _autocast_device(args, kwargs):
     """The device type of the first tensor argument on a device where autocast is enabled."""
-    if args and isinstance(args[0], torch.Tensor):          # the usual case, checked first
-        first = args[0].device.type
-        if (first == "cpu" or first == "cuda") and _is_enabled(first):
-            return first
+    if args:
+        first = args[0]
+        if isinstance(first, torch.Tensor):              # the usual case, checked first
+            if first.is_cpu:
+                if _is_enabled("cpu"):
+                    return "cpu"
+            elif first.is_cuda and _is_enabled("cuda"):
+                return "cuda"
     stack = [args, tuple(kwargs.values())]
     while stack:
         for item in stack.pop():
             if isinstance(item, torch.Tensor):
-                d = item.device.type
-                if d in _DISPATCH_KEY and _is_enabled(d):
+                d = "cpu" if item.is_cpu else "cuda" if item.is_cuda else None
+                if d is not None and _is_enabled(d):
                     return d
             elif isinstance(item, (list, tuple)):
                 stack.append(item)
     return None
-
-
-def _excluded(func, args, kwargs):
-    """``func(*args, **kwargs)`` with torch's autocast keys excluded (its kernels are skipped)."""
-    st = _STATE
-    guard = st.guard
-    if guard is None:                                   # re-entered during an op: a fresh guard
-        guard = torch._C._ExcludeDispatchKeyGuard(_AUTOCAST_KEYS)
-    else:
-        st.guard = None
-    try:
-        with guard:
-            return func(*args, **kwargs)
-    finally:
-        st.guard = guard
 
 
 class _AutocastMode(TorchFunctionMode):
@@ -284,7 +281,27 @@ class _AutocastMode(TorchFunctionMode):
     dispatcher-level autocast may cast the parts of C++ composites (see the module docstring).
     """
 
-    own_policy = True
+    def __init__(self, state: _State):
+        super().__init__()
+        self.own_policy = True
+        self.policy = state.policy            # this thread's per-device tables (shared dict)
+        self.cache = state.cache
+        self.opening = state.opening
+        self._guard = torch._C._ExcludeDispatchKeyGuard(_AUTOCAST_KEYS)   # reusable, not re-entrant
+        self._guard_busy = False
+
+    def excluded(self, func, args, kwargs):
+        """``func(*args, **kwargs)`` with torch's autocast keys excluded (its kernels are skipped),
+        as torch's own autocast kernels exclude their key before they redispatch."""
+        if self._guard_busy:                  # re-entered from inside an op: a fresh guard
+            with torch._C._ExcludeDispatchKeyGuard(_AUTOCAST_KEYS):
+                return func(*args, **kwargs)
+        self._guard_busy = True
+        try:
+            with self._guard:
+                return func(*args, **kwargs)
+        finally:
+            self._guard_busy = False
 
     def __torch_function__(self, func, types_, args=(), kwargs=None):
         route = _ROUTES.get(func, _UNSEEN)
@@ -295,19 +312,22 @@ class _AutocastMode(TorchFunctionMode):
         if route is None:
             if self.own_policy:
                 return func(*args, **kwargs) if kwargs else func(*args)
-            return _excluded(func, args, kwargs or {})
-        kwargs = kwargs or {}
+            return self.excluded(func, args, kwargs or {})
+        if kwargs is None:
+            kwargs = {}
+        elif kwargs.get("out") is not None and type(route) is str:    # out= overloads are not autocast
+            return self.excluded(func, args, kwargs)
         if route is _OPEN:
-            st = _STATE
             if func is _MHA_FORWARD:
                 _warn_fast_path(args, kwargs)
-            if func not in st.opening:
-                st.opening.append(func)
+            opening = self.opening
+            if func not in opening:
+                opening.append(func)
                 try:
                     with self:
                         return redispatch(func, types_, args, kwargs)
                 finally:
-                    st.opening.pop()
+                    opening.pop()
             # A Python override (Tensor.unflatten) calling its C implementation (super().unflatten)
             # hands itself to the mode again: treat this inner call as the op itself.
             route = _route_as_op(func)
@@ -317,21 +337,18 @@ class _AutocastMode(TorchFunctionMode):
             if self.own_policy:
                 return func(*args, **kwargs)
             _warn_composite(route[1], args, kwargs)
-            return _excluded(func, args, kwargs)
-        if kwargs.get("out") is not None:               # out= overloads are not autocast
-            return _excluded(func, args, kwargs)
+            return self.excluded(func, args, kwargs)
         device = _autocast_device(args, kwargs)
         if device is None:
             return func(*args, **kwargs)
-        st = _STATE
-        kind = lookup(st.policy[device], route, args, kwargs)
+        kind = lookup(self.policy[device], route, args, kwargs)
         if kind is not None:
-            lower = torch.get_autocast_dtype(device)
+            lower = _get_dtype(device)
             args, kwargs = decide(kind, args, kwargs, device_type=device, dtype=lower,
-                                  cast=st.cache.caster(lower, torch.is_autocast_cache_enabled()))
-        if route in TORCH_REGISTERED[device] or not self.own_policy:
-            return _excluded(func, args, kwargs)
-        return func(*args, **kwargs)
+                                  cast=self.cache.caster(lower, _cache_on()))
+        if self.own_policy and route not in TORCH_REGISTERED[device]:
+            return func(*args, **kwargs)
+        return self.excluded(func, args, kwargs)
 
 
 def _route_as_op(func):
@@ -344,11 +361,12 @@ def _route_as_op(func):
 
 _MHA_FORWARD = torch.nn.functional.multi_head_attention_forward
 _FAST_PATH_MESSAGE = (
-    "amp_edu.autocast: nn.MultiheadAttention / nn.TransformerEncoderLayer in eval mode without "
-    "grad. torch takes a fused fast path there (torch._native_multi_head_attention, "
-    "torch._transformer_encoder_layer_fwd) only when no TorchFunctionMode is active, so under "
-    "amp_edu.autocast the composite path runs: the same math with different rounding, and "
-    "nn.TransformerEncoderLayer returns float32 where torch.autocast returns the low-precision dtype.")
+    "amp_edu.autocast: attention (nn.MultiheadAttention, nn.TransformerEncoderLayer, "
+    "nn.TransformerDecoderLayer) in eval mode without grad. torch may take a fused fast path there "
+    "(torch._native_multi_head_attention, torch._transformer_encoder_layer_fwd), but only when no "
+    "TorchFunctionMode is active, so under amp_edu.autocast the composite path runs: the same math, "
+    "possibly different rounding, and nn.TransformerEncoderLayer returns float32 where torch.autocast "
+    "returns the low-precision dtype.")
 
 
 def _warn_fast_path(args, kwargs) -> None:
@@ -377,6 +395,10 @@ def _warn_composite(name: str, args, kwargs) -> None:
         f"composite whose inner ops a TorchFunctionMode cannot see; they run uncast here (torch's "
         f"own autocast would cast them, by its {device} table). Cast its inputs yourself, or use "
         f"the device's own policy.", UserWarning, stacklevel=3)
+
+
+def _own_policy(policy: dict) -> bool:
+    return policy["cpu"] == "cpu" and policy["cuda"] == "cuda"
 
 
 class autocast:
@@ -437,9 +459,9 @@ class autocast:
         st.policy[d] = self.policy
         st.depth += 1
         if st.mode is None:
-            st.mode = _AutocastMode()
+            st.mode = _AutocastMode(st)
             st.mode.__enter__()
-        st.mode.own_policy = all(st.policy[x] == x for x in DEVICE_TYPES)
+        st.mode.own_policy = _own_policy(st.policy)
         return self
 
     def __exit__(self, exc_type, exc_val, exc_tb):
@@ -457,7 +479,7 @@ class autocast:
             mode, st.mode = st.mode, None
             mode.__exit__(exc_type, exc_val, exc_tb)
         else:
-            st.mode.own_policy = all(st.policy[x] == x for x in DEVICE_TYPES)
+            st.mode.own_policy = _own_policy(st.policy)
         return False
 
     def __call__(self, func):

@@ -53,13 +53,14 @@ parts give them. Known differences that remain (each measured in the tests):
 
 from __future__ import annotations
 
+import operator
 from typing import Any, Callable
 
 import torch
 
 __all__ = [
     "LOWER", "FP32", "FP32_DTYPE", "PROMOTE", "BANNED", "KINDS",
-    "POLICIES", "COMPOSITES", "ALIASES", "BCE_BANNED_MESSAGE",
+    "POLICIES", "COMPOSITES", "ALIASES", "BCE_BANNED_MESSAGE", "ELIGIBLE_DTYPES",
     "op_name", "kind_of", "lookup", "is_eligible", "iter_tensors", "promote_dtype", "has_explicit_dtype", "decide",
 ]
 
@@ -213,10 +214,14 @@ def op_name(func: Any) -> str | None:
 
     >>> op_name(torch.mm), op_name(torch.Tensor.mm), op_name(torch.linalg.vecdot), op_name(torch.arcsin)
     ('mm', 'mm', 'linalg_vecdot', 'asin')
+    >>> op_name(torch.ops.aten.mm.default), op_name(torch.ops.aten.mm)
+    ('mm', 'mm')
     """
     name = getattr(func, "__name__", None)
     if not isinstance(name, str):
         return None
+    if hasattr(func, "overloadpacket"):          # torch.ops.aten.mm.default is named "mm.default"
+        name = name.split(".")[0]
     name = ALIASES.get(name, name)
     return name if name in _KNOWN else None
 
@@ -243,10 +248,20 @@ def lookup(policy: str, name: str, args: tuple, kwargs: dict) -> str | None:
     return kind
 
 
+#: floating dtypes autocast may cast: every floating point dtype except float64
+ELIGIBLE_DTYPES = frozenset(d for d in vars(torch).values()
+                            if isinstance(d, torch.dtype) and d.is_floating_point and d is not torch.float64)
+# "is this tensor on device_type?" without building a torch.device per tensor (the hot path)
+_ON_DEVICE = {"cpu": operator.attrgetter("is_cpu"), "cuda": operator.attrgetter("is_cuda")}
+
+
+def _on_device(device_type: str):
+    return _ON_DEVICE.get(device_type) or (lambda t: t.device.type == device_type)
+
+
 def is_eligible(t: Any, device_type: str) -> bool:
     """Autocast casts ``t`` only if it is a floating tensor, not float64, on ``device_type``."""
-    return (isinstance(t, torch.Tensor) and t.is_floating_point() and t.dtype is not torch.float64
-            and t.device.type == device_type)
+    return isinstance(t, torch.Tensor) and t.dtype in ELIGIBLE_DTYPES and _on_device(device_type)(t)
 
 
 def iter_tensors(obj):
@@ -258,36 +273,63 @@ def iter_tensors(obj):
             yield from iter_tensors(item)
 
 
-def _cast_tree(obj, to: torch.dtype, device_type: str, cast):
+def _cast_tree(obj, to: torch.dtype, on_device, cast):
     """``obj`` with every eligible tensor not already of dtype ``to`` replaced by ``cast(t, to)``,
     looking inside lists and tuples (and keeping their type)."""
     if isinstance(obj, torch.Tensor):
-        if (obj.dtype is not to and obj.is_floating_point() and obj.dtype is not torch.float64
-                and obj.device.type == device_type):
+        dt = obj.dtype
+        if dt is not to and dt in ELIGIBLE_DTYPES and on_device(obj):
             return cast(obj, to)
         return obj
     if isinstance(obj, (list, tuple)):
-        return type(obj)([_cast_tree(item, to, device_type, cast) for item in obj])
+        return type(obj)([_cast_tree(item, to, on_device, cast) for item in obj])
     return obj
 
 
+# Tensor.bfloat16() / .half() / .float() are Tensor.to(dtype) with less argument parsing
+_CAST_METHOD = {torch.bfloat16: torch.Tensor.bfloat16, torch.float16: torch.Tensor.half,
+                torch.float32: torch.Tensor.float}
+
+
 def _plain_cast(t: torch.Tensor, to: torch.dtype) -> torch.Tensor:
-    return t.to(to)
+    method = _CAST_METHOD.get(to)
+    return method(t) if method is not None else t.to(dtype=to)
+
+
+def _cast_all(args: tuple, kwargs: dict, to: torch.dtype, on_device, cast):
+    """:func:`_cast_tree` over the positional and keyword arguments (tensors checked inline)."""
+    out = []
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            dt = a.dtype
+            if dt is not to and dt in ELIGIBLE_DTYPES and on_device(a):
+                a = cast(a, to)
+        elif isinstance(a, (list, tuple)):
+            a = _cast_tree(a, to, on_device, cast)
+        out.append(a)
+    if not kwargs:
+        return tuple(out), kwargs
+    return tuple(out), {k: _cast_tree(v, to, on_device, cast) for k, v in kwargs.items()}
 
 
 def promote_dtype(args, kwargs, device_type: str, lower: torch.dtype) -> torch.dtype:
-    """The widest eligible floating dtype among the arguments, starting from ``lower``.
+    """The dtype torch's ``at::autocast::prioritize`` picks, reading the arguments in order.
 
-    float64 tensors are ignored (they are not eligible and pass through); float32 beats the
-    low-precision dtype; any other floating dtype (bf16 in an fp16 region) is an error, as in torch.
+    Start from ``lower``; float64 tensors are ignored (they are not eligible and pass through); a
+    float32 tensor makes the result float32 from then on; a low-precision tensor of another dtype
+    (bf16 in an fp16 region) is an error -- but only if no float32 tensor came before it, exactly
+    as in torch (``cat([fp32, fp16])`` in a bf16 region is float32, ``cat([fp16, fp32])`` raises).
+    Keyword tensors are read after the positional ones, in the order given.
     """
     widest = lower
+    on_device = _on_device(device_type)
     for t in iter_tensors((args, tuple(kwargs.values()))):
-        if not is_eligible(t, device_type):
+        dt = t.dtype
+        if dt not in ELIGIBLE_DTYPES or not on_device(t) or widest is torch.float32:
             continue
-        if t.dtype == torch.float32:
+        if dt is torch.float32:
             widest = torch.float32
-        elif t.dtype != lower:
+        elif dt is not widest:
             raise RuntimeError("Unexpected floating ScalarType in at::autocast::prioritize")
     return widest
 
@@ -310,23 +352,19 @@ def decide(kind: str, args: tuple, kwargs: dict, *, device_type: str, dtype: tor
     ``dtype`` is the region's low-precision dtype; ``cast(t, to)`` performs one cast (the weight
     cache plugs in here; default ``t.to(to)``). Raises RuntimeError for a banned op.
     """
-    if kind not in KINDS:
-        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
     cast = cast or _plain_cast
-
-    def cast_all(to):
-        return (tuple([_cast_tree(a, to, device_type, cast) for a in args]),
-                {k: _cast_tree(v, to, device_type, cast) for k, v in kwargs.items()})
-
+    if kind == LOWER:
+        return _cast_all(args, kwargs, dtype, _on_device(device_type), cast)
+    if kind == FP32:
+        return _cast_all(args, kwargs, torch.float32, _on_device(device_type), cast)
+    if kind == PROMOTE:
+        return _cast_all(args, kwargs, promote_dtype(args, kwargs, device_type, dtype),
+                         _on_device(device_type), cast)
+    if kind == FP32_DTYPE:
+        # ask the kernel for a float32 result unless the caller chose a dtype
+        if has_explicit_dtype(args, kwargs) or not is_eligible(_first_tensor(args, kwargs), device_type):
+            return args, kwargs
+        return args, {**kwargs, "dtype": torch.float32}
     if kind == BANNED:
         raise RuntimeError(BCE_BANNED_MESSAGE)
-    if kind == LOWER:
-        return cast_all(dtype)
-    if kind == FP32:
-        return cast_all(torch.float32)
-    if kind == PROMOTE:
-        return cast_all(promote_dtype(args, kwargs, device_type, dtype))
-    # FP32_DTYPE: ask the kernel for a float32 result unless the caller chose a dtype
-    if has_explicit_dtype(args, kwargs) or not is_eligible(_first_tensor(args, kwargs), device_type):
-        return args, kwargs
-    return args, {**kwargs, "dtype": torch.float32}
+    raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
