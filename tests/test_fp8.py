@@ -286,3 +286,24 @@ def test_mx_bad_input():
     with pytest.raises(ValueError, match="block_size"):
         mx.mx_quantize(torch.randn(4, 32), block_size=0)
     assert mx.mx_quantize(torch.randn(2, 32)).bits_per_element() == 8.25
+
+
+# --- training recipes ------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", fp8.FP8_RECIPES)
+def test_fp8_recipes_train_through_amp_edu_train(name):
+    from amp_edu.data import get_task
+    from amp_edu.models import build
+    from amp_edu.train import train
+    task = get_task("chars", block_size=8)
+    h = train(task, build("transformer", task, d_model=16, n_layers=1), name, steps=3, batch_size=8,
+              optimizer="adamw", eval_every=0)
+    assert h.recipe == name and all(math.isfinite(v) for v in h.loss)
+    layers = {type(m).__name__ for m in h.model.modules()}
+    assert ("DelayedFloat8Linear" if name == "fp8_delayed" else "Float8Linear") in layers
+    assert type(h.model.head) is nn.Linear                       # the output layer stays high precision
+    assert all(p.dtype == torch.float32 for p in h.model.parameters())   # fp32 master weights
+
+
+def test_fp8_recipe_rejects_unknown_name():
+    with pytest.raises(ValueError, match="fp8_recipe must be"):
+        fp8.Fp8("mxfp8")
