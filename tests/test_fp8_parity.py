@@ -7,6 +7,7 @@ multiples of 16, no bias, inputs with outliers, zero inputs and mixed input/weig
 """
 
 import copy
+import math
 
 import pytest
 import torch
@@ -24,15 +25,19 @@ if STATUS:
     from torchao.float8.float8_linear import Float8Linear as AoFloat8Linear
 
 RECIPES = ["tensorwise", "rowwise"]
+# fp8 GEMMs on a GPU need compute capability 8.9+ (Ada, Hopper, ...); there the same check runs on
+# the GPU's own _scaled_mm kernels (the CPU case runs everywhere).
+_FP8_GPU = torch.cuda.is_available() and torch.cuda.get_device_capability() >= (8, 9)
+DEVICES = ["cpu"] + (["cuda"] if _FP8_GPU else [])
 DTYPES = [torch.float32, torch.bfloat16]
 SHAPES = [  # (input shape without the feature dim, in_features, out_features)
     ((16,), 32, 64), ((2, 7), 48, 80), ((1,), 16, 16), ((9,), 33, 17), ((3, 4, 5), 64, 8),
 ]
 
 
-def _pair(in_f, out_f, bias, dtype, recipe, seed=0):
+def _pair(in_f, out_f, bias, dtype, recipe, seed=0, device="cpu"):
     torch.manual_seed(seed)
-    lin = nn.Linear(in_f, out_f, bias=bias).to(dtype)
+    lin = nn.Linear(in_f, out_f, bias=bias).to(dtype).to(device)
     ours = Float8Linear.from_float(copy.deepcopy(lin), recipe=recipe)
     ao = AoFloat8Linear.from_float(copy.deepcopy(lin), config=Float8LinearConfig.from_recipe_name(recipe))
     return ours, ao
@@ -53,16 +58,19 @@ def _assert_bit_identical(ours, ao, what):
         assert torch.equal(a, b), f"{what}: {name} differs, max |diff| {(a.float() - b.float()).abs().max()}"
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("recipe", RECIPES)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("bias", [True, False])
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: f"{s[0]}x{s[1]}->{s[2]}")
-def test_float8_linear_bit_identical(recipe, dtype, bias, shape):
+def test_float8_linear_bit_identical(recipe, dtype, bias, shape, device):
     lead, in_f, out_f = shape
-    ours, ao = _pair(in_f, out_f, bias, dtype, recipe)
+    if device == "cuda" and any(d % 16 for d in (math.prod(lead), in_f, out_f)):
+        pytest.skip("the GPU's _scaled_mm needs every GEMM dimension (tokens too) divisible by 16")
+    ours, ao = _pair(in_f, out_f, bias, dtype, recipe, device=device)
     gen = torch.Generator().manual_seed(1)
-    x = (torch.randn(*lead, in_f, generator=gen) * 3).to(dtype)
-    g = torch.randn(*lead, out_f, generator=gen).to(dtype)
+    x = (torch.randn(*lead, in_f, generator=gen) * 3).to(dtype).to(device)
+    g = torch.randn(*lead, out_f, generator=gen).to(dtype).to(device)
     _assert_bit_identical(_run(ours, x, g), _run(ao, x, g), f"{recipe} {dtype} {shape} bias={bias}")
 
 
