@@ -269,7 +269,7 @@ def test_rows_say_which_cache_holds_their_operands(doc):
         assert r["fits_in"] == matmul.fits_in(r["bytes"], caches)
     assert matmul.fits_in(100, {"L1d": 64, "L2": 1000, "L3": 10 ** 6}) == "L2"
     assert matmul.fits_in(10 ** 7, {"L1d": 64, "L2": 1000, "L3": 10 ** 6}) is None
-    if caches:
+    if "cache_bandwidth" in doc:
         assert doc["cache_bandwidth"]["level"] == max(caches, key=caches.get)
 
 
@@ -388,3 +388,68 @@ def test_group_bars_are_labelled_even_when_a_dtype_misses_the_first_shape():
     ax = plots.plot_groups(doc, "align")
     assert "shape" in ax.get_xlabel() and "TFLOP/s" in ax.get_ylabel()
     assert "fp16" in [t.get_text() for t in ax.get_legend().get_texts()]
+
+
+# --- noise-aware comparisons and the roofs lesson 06 prints ----------------------------------------
+
+def _row(shape, median_s, iqr_s, dtype="float32"):
+    return {"kind": "matmul", "dtype": dtype, "shape": list(shape), "flops": 2 * math.prod(shape),
+            "median_s": median_s, "iqr_s": iqr_s, "tflops": 2 * math.prod(shape) / median_s / 1e12}
+
+
+def test_rate_verdict_compares_throughput_beyond_the_spread():
+    aligned = _row((128, 128, 128), 1.0e-3, 0.05e-3)
+    odd_same_rate = _row((127, 127, 127), 1.0e-3 * (127 / 128) ** 3 * 1.03, 0.10e-3)   # 3% slower, wide box
+    odd_slow = _row((127, 127, 127), 1.0e-3 * (127 / 128) ** 3 * 1.5, 0.05e-3)
+    assert report.rate_verdict(odd_same_rate, aligned).word == "within noise"
+    assert report.rate_verdict(odd_slow, aligned).word == "slower"
+    assert report.rate_verdict(aligned, odd_slow).word == "faster"
+    busy = {"environment": {"load_average_1min": 9.0, "cpu_count": 2, "threads": 2}}
+    assert "busy" in report.rate_verdict(odd_slow, aligned, busy).caveat
+    quiet = {"environment": {"load_average_1min": 0.3, "cpu_count": 2, "threads": 2}}
+    assert report.rate_verdict(odd_slow, aligned, quiet).caveat is None
+
+
+def test_ratio_range_and_claim_verdict():
+    slow, fast = _row((8, 8, 8), 4e-3, 0.4e-3), _row((8, 8, 8), 1e-3, 0.2e-3)
+    lo, ratio, hi = report.ratio_range(slow, fast)
+    assert (lo, ratio, hi) == (pytest.approx(3.8e-3 / 1.1e-3), 4.0, pytest.approx(4.2e-3 / 0.9e-3))
+    assert report.claim_verdict(lo, ratio, hi, 2, 8) == "inside"
+    assert report.claim_verdict(lo, ratio, hi, 4, 8) == "at the edge of"      # 4.0 inside, spread not
+    assert report.claim_verdict(0.1, 0.2, 0.3, 2, 8) == "below"
+    assert report.claim_verdict(9, 10, 11, 2, 8) == "above"
+    assert math.isinf(report.ratio_range(slow, _row((8, 8, 8), 1e-3, 3e-3))[2])
+    assert report.ratio_text(1, 2, math.inf) == "2.00× (1.00–∞×)"
+
+
+def test_roofs_are_datasheet_on_a_known_gpu_and_measured_per_dtype_elsewhere():
+    from amp_edu.bench import plots
+    cpu = {"environment": {"device": "cpu", "device_name": "x"}, "bandwidth": {"gb_per_s": 20.0},
+           "results": [_row((64, 64, 64), 1e-3, 0), _row((64, 64, 64), 5e-4, 0, "bfloat16")]}
+    r = plots.roofs(cpu)
+    assert r["float32"][0] == pytest.approx(cpu["results"][0]["tflops"]) and r["float32"][1] == 20.0
+    assert r["bfloat16"][0] == pytest.approx(cpu["results"][1]["tflops"])   # its own roof, not fp32's
+    gpu = {"environment": {"device": "cuda", "device_name": "NVIDIA H200"}, "bandwidth": {"gb_per_s": 1.0},
+           "results": [dict(_row((64, 64, 64), 1e-3, 0, "bfloat16"), peak_tflops=989.0)]}
+    assert plots.roofs(gpu) == {"bfloat16": (989.0, 4800.0, "datasheet (H200)")}
+
+
+def test_cache_roof_is_measured_only_when_the_dram_copy_really_left_the_caches(doc):
+    """The smoke-sized copy fits in this CPU's caches: it is flagged, and no cache roof is added
+    next to a 'DRAM' figure that was itself a cache figure."""
+    bw = doc["bandwidth"]
+    assert bw["fits_in"] == matmul.fits_in(bw["bytes"], doc["environment"]["cache_bytes"])
+    if bw["fits_in"] is not None:
+        assert "cache_bandwidth" not in doc
+
+
+def test_a_cache_resident_copy_is_measured_beside_a_dram_copy(monkeypatch):
+    monkeypatch.setattr(bench, "cache_sizes", lambda dev: {"L1d": 1 << 12, "L2": 1 << 14})
+    cfg = bench.Config(groups={"square": [[16, 16, 16]]}, dtypes=("float32",), rounds=1, repeats=2,
+                       min_time_s=0, bandwidth_bytes=1 << 16)
+    d = bench.run(cfg, device="cpu", progress=None)
+    assert d["bandwidth"]["fits_in"] is None                     # 128 KiB moved > the 16 KiB "L2"
+    c = d["cache_bandwidth"]
+    assert c["level"] == "L2" and c["cache_bytes"] == 1 << 14 and c["bytes"] <= (1 << 14) // 2   # src + dst in it
+    assert c["gb_per_s"] == pytest.approx(c["bytes"] / c["median_s"] / 1e9)
+    assert "L2-resident copy bandwidth" in report.table(d)

@@ -32,7 +32,7 @@ from ..device import info, is_smoke, pick_device
 from . import report
 from .bandwidth import copy_bandwidth
 from .env import cache_sizes, environment, others_busy, precision_flags, tf32
-from .matmul import DTYPES, matmul_fn, operands, relative_error, result_row, slow_path, unsupported
+from .matmul import DTYPES, fits_in, matmul_fn, operands, relative_error, result_row, slow_path, unsupported
 from .timing import compare
 from .train_step import RECIPES, run_train_step, slow_recipe
 from .train_step import unsupported as train_unsupported
@@ -165,7 +165,9 @@ def run(cfg: Config | None = None, *, quick: bool = False, device=None, progress
     if cfg.bandwidth_bytes:
         doc["bandwidth"] = copy_bandwidth(cfg.bandwidth_bytes, device=dev, repeats=cfg.repeats)
         progress(f"memory bandwidth: {doc['bandwidth']['gb_per_s']:.1f} GB/s")
-        if caches:    # a copy that stays in the last-level cache: the roof of cache-resident operands
+        doc["bandwidth"]["fits_in"] = fits_in(doc["bandwidth"]["bytes"], caches)   # None: a DRAM figure
+        if caches and doc["bandwidth"]["fits_in"] is None:
+            # a copy that stays in the last-level cache: the roof of cache-resident operands
             level, size = max(caches.items(), key=lambda kv: kv[1])
             doc["cache_bandwidth"] = dict(copy_bandwidth(max(size // 4, 4096) // 4 * 4, device=dev,
                                                          repeats=cfg.repeats), level=level, cache_bytes=size)

@@ -12,7 +12,7 @@ from ..viz import color_for, fig_ax, log2_axis
 from . import report, roofline
 from .peaks import lookup
 
-__all__ = ["plot_sweep", "plot_roofline", "plot_speedups", "plot_groups"]
+__all__ = ["plot_sweep", "roofs", "plot_roofline", "plot_speedups", "plot_groups"]
 
 def _label(dt: str) -> str:
     """The short label amp_edu.formats gives a bench dtype name ("float16" -> "fp16")."""
@@ -23,11 +23,12 @@ def _label(dt: str) -> str:
 
 
 def plot_sweep(doc: dict, ax=None, *, title: str | None = None):
-    """TFLOP/s against the square size n (n×n×n) per dtype, with each dtype's peak as a dashed line."""
+    """TFLOP/s against the square size n (n×n×n) per dtype, with each dtype's datasheet peak as a
+    dashed line (none on a CPU or an unknown GPU: there is no datasheet peak to draw)."""
     if ax is None:
         _, ax = fig_ax()
     square = report.rows(doc, "matmul", group="square")
-    drawn = set()   # on a CPU every dtype shares one peak (its fp32 rate): draw it once
+    drawn = set()   # dtypes sharing a peak (fp16 and bf16 on a GPU) draw it once
     for dt in report.DTYPE_NAMES:
         pts = sorted((r["shape"][0], r["tflops"]) for r in square if r["dtype"] == dt)
         if not pts:
@@ -51,39 +52,49 @@ def _finish(ax, doc, title, xlabel, legend_title):
     return ax
 
 
-def _roof(doc: dict):
-    """``{dtype: (peak TFLOP/s, bandwidth GB/s)}`` for the roofline of ``doc``'s machine (on a CPU
-    one roof: the measured fp32 rate, which :func:`report.annotate` uses as every dtype's peak)."""
-    bw = (doc.get("bandwidth") or {}).get("gb_per_s")
+def roofs(doc: dict) -> dict[str, tuple[float, float, str]]:
+    """``{dtype: (peak TFLOP/s, DRAM bandwidth GB/s, where the figures come from)}`` for ``doc``'s
+    machine: a known GPU's datasheet; otherwise (a CPU, an unknown GPU) each dtype's best rate
+    *measured in this run* and the measured copy bandwidth -- a roof the run itself touched, not a
+    peak (so a dtype that runs on other units, e.g. bf16 on AMX, gets its own roof)."""
+    env, bw = doc["environment"], (doc.get("bandwidth") or {}).get("gb_per_s")
+    entry = lookup(env["device_name"]) if env["device"] == "cuda" else None
     out = {}
-    for r in report.rows(doc, "matmul"):
-        if r.get("peak_tflops") and r["dtype"] not in out:
-            b = bw
-            if doc["environment"]["device"] == "cuda":
-                entry = lookup(doc["environment"]["device_name"])
-                b = entry.bandwidth_gbs if entry else bw
-            if b and (r["peak_tflops"], b) not in out.values():
-                out[r["dtype"]] = (r["peak_tflops"], b)
+    for dt in report.DTYPE_NAMES:
+        if not report.rows(doc, "matmul", dtype=dt):
+            continue
+        if entry is not None:
+            peak = next((r["peak_tflops"] for r in report.rows(doc, "matmul", dtype=dt) if r.get("peak_tflops")), None)
+            if peak:
+                out[dt] = (peak, entry.bandwidth_gbs, f"datasheet ({entry.name})")
+        elif bw:
+            out[dt] = (report.best_rate(doc, dt), bw, "measured in this run")
     return out
 
 
 def plot_roofline(doc: dict, ax=None, *, title: str | None = None):
-    """Every measured matmul at (arithmetic intensity, TFLOP/s), under each dtype's roofline."""
+    """Every measured matmul at (arithmetic intensity, TFLOP/s), under each dtype's roofline
+    (solid: DRAM bandwidth). When the run measured a cache-resident copy (``cache_bandwidth``),
+    the fp32 roof with that bandwidth is drawn dotted: operands that fit in that cache are read
+    from it, not from DRAM, and can sit above the solid roof."""
     if ax is None:
         _, ax = fig_ax()
     mm = report.rows(doc, "matmul")
     ais = [r["intensity"] for r in mm] or [1.0]
     lo, hi = min(ais) / 2, max(ais) * 2
-    for dt, (peak, bw) in _roof(doc).items():
-        ridge = roofline.ridge_point(peak, bw)
-        xs = sorted({lo, hi, min(max(ridge, lo), hi)})
-        ax.plot(xs, [roofline.attainable_tflops(x, peak, bw) for x in xs], "-", color=color_for(dt), lw=1.5,
-                alpha=0.6)
+    cache = doc.get("cache_bandwidth")
+    for dt, (peak, bw, _) in roofs(doc).items():
+        for b, style in ((bw, "-"), *(((cache["gb_per_s"], ":"),) if cache and dt == "float32" else ())):
+            ridge = roofline.ridge_point(peak, b)
+            xs = sorted({lo, hi, min(max(ridge, lo), hi)})
+            ax.plot(xs, [roofline.attainable_tflops(x, peak, b) for x in xs], style, color=color_for(dt),
+                    lw=1.5, alpha=0.6)
     for dt in report.DTYPE_NAMES:
         pts = [(r["intensity"], r["tflops"]) for r in mm if r["dtype"] == dt]
         if pts:
             ax.scatter([p[0] for p in pts], [p[1] for p in pts], color=color_for(dt), label=_label(dt), zorder=3, s=18)
-    return _finish(ax, doc, title, "arithmetic intensity (FLOP per byte moved)", "lines: roofline")
+    legend = "solid: DRAM roof" + (f"; dotted: {cache['level']} roof (fp32)" if cache else "")
+    return _finish(ax, doc, title, "arithmetic intensity (FLOP per byte moved)", legend)
 
 
 def plot_speedups(docs: dict[str, dict], claims: dict[str, tuple[float, float]], ax=None):

@@ -22,7 +22,7 @@ from .peaks import lookup, peak_tflops
 
 __all__ = ["REFERENCE_DIR", "validate", "annotate", "table", "save", "load", "references",
            "rows", "speedups", "best_rate", "same_shape_ratio", "throughput_ratio", "train_speedups", "describe", "busy_warning",
-           "shape_label"]
+           "shape_label", "doc_load", "per_flop", "rate_verdict", "ratio_range", "ratio_text", "claim_verdict"]
 
 REFERENCE_DIR = Path(__file__).resolve().parents[1] / "reference"
 KINDS = ("matmul", "train_step")
@@ -237,3 +237,58 @@ def references(directory=None) -> dict[str, dict]:
     """``{file stem: result document}`` for every ``*.json`` in ``amp_edu/reference`` (sorted)."""
     directory = Path(directory) if directory is not None else REFERENCE_DIR
     return {p.stem: load(p) for p in sorted(directory.glob("*.json"))}
+
+
+# --- noise-aware comparisons of result rows (lesson 06) ----------------------------------------------
+
+def doc_load(doc: dict):
+    """The machine load a result document recorded, as a :class:`~amp_edu.bench.verdict.Load`:
+    its 1-minute load average against its core count (``None`` caveat on a quiet machine)."""
+    from .verdict import Load
+    env = doc["environment"]
+    cores = env.get("cpu_count") or 1
+    return Load(env.get("load_average_1min"), int(cores), int(env.get("threads") or 1))
+
+
+def per_flop(row: dict):
+    """A matmul row's time per FLOP (median and IQR divided by its FLOPs), so that rows of
+    different shapes compare by throughput: a lower time per FLOP is a higher rate."""
+    from .timing import Timing
+    return Timing(row["median_s"] / row["flops"], row["iqr_s"] / row["flops"], [])
+
+
+def rate_verdict(row: dict, baseline: dict, doc: dict | None = None):
+    """Is ``row``'s throughput really higher or lower than ``baseline``'s? A
+    :class:`~amp_edu.bench.verdict.Verdict` on time per FLOP: "faster"/"slower" only when the
+    difference exceeds the two rows' spread, "within noise" otherwise; with ``doc``, its recorded
+    load adds the busy-machine caveat."""
+    from .verdict import speed_verdict
+    return speed_verdict(per_flop(row), per_flop(baseline), load=doc_load(doc) if doc is not None else False)
+
+
+def ratio_range(slow: dict, fast: dict) -> tuple[float, float, float]:
+    """``(low, ratio, high)`` of ``slow``'s time over ``fast``'s time, the ends taken from the
+    edges of their interquartile boxes (median ± IQR/2): the spread of a measured speed-up.
+    ``high`` is ``inf`` when ``fast``'s box reaches down to zero (a spread as wide as the time)."""
+    lo = max(slow["median_s"] - slow["iqr_s"] / 2, 0.0) / (fast["median_s"] + fast["iqr_s"] / 2)
+    fast_lo = fast["median_s"] - fast["iqr_s"] / 2
+    hi = (slow["median_s"] + slow["iqr_s"] / 2) / fast_lo if fast_lo > 0 else math.inf
+    return lo, slow["median_s"] / fast["median_s"], hi
+
+
+def ratio_text(low: float, ratio: float, high: float) -> str:
+    """``"1.23× (1.10–1.40×)"``, with ``∞`` for an unbounded end."""
+    end = "∞" if math.isinf(high) else f"{high:.2f}"
+    return f"{ratio:.2f}× ({low:.2f}–{end}×)"
+
+
+def claim_verdict(low: float, value: float, high: float, claim_lo: float, claim_hi: float) -> str:
+    """Where a measured ratio with its spread ``[low, high]`` sits against a claimed range:
+    "inside", "below" or "above" only when the whole spread is; else "at the edge of"."""
+    if claim_lo <= low and high <= claim_hi:
+        return "inside"
+    if high < claim_lo:
+        return "below"
+    if low > claim_hi:
+        return "above"
+    return "at the edge of"
