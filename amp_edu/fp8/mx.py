@@ -33,7 +33,7 @@ from ..formats import get_format, quantize
 __all__ = ["MX_ELEMENTS", "MXTensor", "shared_exponent", "mx_quantize", "mx_dequantize",
            "mx_roundtrip", "E8M0_BIAS"]
 
-E8M0_BIAS = 127
+E8M0_BIAS = get_format("fp8_e8m0").bias          # 127: e8m0's field e stands for 2^(e - 127)
 MX_ELEMENTS = ("fp8_e4m3", "fp8_e5m2", "fp4_e2m1")
 
 
