@@ -9,35 +9,18 @@ import time
 
 import pytest
 
-from amp_edu.distributed import backend_sentence, basics, launch, pick_backend
+from amp_edu.distributed import backend_sentence, basics, launch, leftovers, pick_backend
 from amp_edu.distributed.launch import LAST_RUN
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:                                    # a zombie is dead too
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(") ")[-1][0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 def _assert_clean():
     """No rank of the last launch is alive, and its rendezvous port can be bound again."""
     assert LAST_RUN["pids"], "launch recorded no processes"
     deadline = time.monotonic() + 5
-    while any(_alive(p) for p in LAST_RUN["pids"]) and time.monotonic() < deadline:
+    while leftovers()["alive"] and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not any(_alive(p) for p in LAST_RUN["pids"]), LAST_RUN
-    s = socket.socket()
-    try:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        s.bind(("127.0.0.1", LAST_RUN["port"]))
-    finally:
-        s.close()
+    left = leftovers()
+    assert left["alive"] == [] and left["port_free"], left
 
 
 @pytest.fixture
@@ -153,3 +136,25 @@ def test_backend_choice_is_said():
     assert backend_sentence(b, 2).startswith(f"2 ranks on {'NCCL' if b == 'nccl' else 'gloo'}")
     with pytest.raises(ValueError):
         backend_sentence("mpi")
+
+
+def test_leftovers_sees_a_living_process_and_a_held_port():
+    import subprocess
+    import sys
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    holder.listen()
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        left = leftovers({"pids": [child.pid], "port": holder.getsockname()[1]})
+        assert left["alive"] == [child.pid] and not left["port_free"]
+    finally:
+        child.kill()
+        child.wait()
+        holder.close()
+    assert _pid_gone(child.pid)
+
+
+def _pid_gone(pid):
+    from amp_edu.distributed.launch import _pid_alive
+    return not _pid_alive(pid)

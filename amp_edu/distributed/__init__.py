@@ -10,8 +10,8 @@
   into few launches (starting ranks costs seconds).
 """
 
-from .launch import BACKENDS, LAST_RUN, RankInfo, backend_sentence, current, launch, pick_backend, progress
+from .launch import BACKENDS, LAST_RUN, RankInfo, backend_sentence, current, launch, leftovers, pick_backend, progress
 from .sharded_scaler import LocalShardGradScaler, ShardedGradScaler
 
-__all__ = ["launch", "LAST_RUN", "progress", "current", "RankInfo", "pick_backend", "backend_sentence", "BACKENDS",
+__all__ = ["launch", "LAST_RUN", "leftovers", "progress", "current", "RankInfo", "pick_backend", "backend_sentence", "BACKENDS",
            "ShardedGradScaler", "LocalShardGradScaler"]

@@ -48,7 +48,8 @@ from typing import Any, Callable
 
 import torch
 
-__all__ = ["launch", "progress", "current", "RankInfo", "pick_backend", "backend_sentence", "BACKENDS"]
+__all__ = ["launch", "progress", "current", "RankInfo", "pick_backend", "backend_sentence", "BACKENDS",
+           "leftovers", "LAST_RUN"]
 
 BACKENDS = ("gloo", "nccl")
 MAX_WORLD_SIZE = 64
@@ -106,6 +107,41 @@ def backend_sentence(backend: str, world_size: int = 2) -> str:
         return f"{world_size} ranks on NCCL, one GPU each ({gpus} GPUs found)."
     why = "no GPU found" if gpus == 0 else f"{gpus} GPU(s) found, fewer than {world_size} ranks need for NCCL"
     return f"{world_size} ranks on gloo, CPU processes on this machine ({why})."
+
+
+def _pid_alive(pid: int) -> bool:
+    """Is process ``pid`` running (a zombie, dead but not yet reaped, counts as gone)?"""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:          # exists, owned by someone else (a reused pid)
+        return True
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(") ", 1)[-1][:1] != "Z"
+    except OSError:                  # no /proc (macOS): os.kill succeeded, so it exists
+        return True
+
+
+def leftovers(run: dict | None = None) -> dict:
+    """What the latest :func:`launch` (or ``run``, a copy of :data:`LAST_RUN`) left behind:
+    ``{"alive": [pids still running], "port": p, "port_free": bool}``. Both empty/True after
+    every launch, whatever happened in it."""
+    import socket
+    run = LAST_RUN if run is None else run
+    if not run:
+        raise RuntimeError("no launch has run yet in this process")
+    s = socket.socket()
+    try:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind((_HOST, run["port"]))
+        free = True
+    except OSError:
+        free = False
+    finally:
+        s.close()
+    return {"alive": [p for p in run["pids"] if _pid_alive(p)], "port": run["port"], "port_free": free}
 
 
 # --------------------------------------------------------------------------------------------
