@@ -1,8 +1,10 @@
 """Benchmarks: measured speed, never timed tests. ``python -m amp_edu bench [--quick] [--json PATH]``.
 
 =============== ==========================================================================
-``timing``      the one timing primitive (warm-up, CUDA events / CPU ``Timer`` with all
-                threads, median and IQR; :func:`~amp_edu.bench.timing.compare` side by side)
+``timing``      the one timing primitive (warm-up; on CUDA many back-to-back calls per event
+                pair, warm or L2-flushed; CPU ``Timer`` with all threads; median and IQR;
+                :func:`~amp_edu.bench.timing.compare` side by side)
+``verdict``     "faster"/"slower" only beyond the measured spread, and the busy-machine caveat
 ``roofline``    FLOPs, bytes, arithmetic intensity, ridge point, memory- or compute-bound
 ``peaks``       datasheet dense peaks of known GPUs, for "% of peak"
 ``env``         what a result depends on (device, driver, torch, flags, CPU, date); TF32 switch
