@@ -1,8 +1,8 @@
 """amp_edu.distributed.ShardedGradScaler against torch's ShardedGradScaler, side by side.
 
-One process (a world of one gloo rank) for the API, the errors and the CPU update rule; then two
-processes under FSDP2 with fp16 parameters and injected infs, compared bit for bit: scales,
-growth trackers, found_inf, steps taken, parameters.
+One process (a world of one gloo rank): the API, the errors, the CPU update rule. The two-process
+FSDP2 comparison (bit for bit) is in tests/test_distributed_experiments.py, which shares one launch
+with the lesson's experiments.
 """
 
 import inspect
@@ -15,7 +15,6 @@ import torch.distributed as dist
 from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler as TorchSharded
 
 from amp_edu.distributed import ShardedGradScaler as Ours
-from amp_edu.distributed import launch, parity
 
 
 @pytest.fixture(scope="module")
@@ -183,33 +182,3 @@ def test_state_dict_round_trip(world_of_one):
     o2 = Ours("cpu")
     o2.load_state_dict(t.state_dict())
     assert o2.state_dict() == t.state_dict()
-
-
-@pytest.fixture(scope="module")
-def two_ranks():
-    """One launch for every FSDP2 case (starting ranks costs seconds): torch's, ours and the
-    local-only scaler on each rank."""
-    return launch(parity.scaler_parity, None, True, world_size=2, timeout_s=600, progress=False)
-
-
-@pytest.mark.parametrize("case", list(parity.CASES))
-def test_fsdp2_two_ranks_bit_identical_to_torch(two_ranks, case):
-    for rank in (0, 1):
-        rec = two_ranks[rank][case]
-        assert parity.compare_records(rec["torch"], rec["ours"]) == [], (rank, case)
-    # the agreed decision: both ranks have the same scale, tracker and steps
-    r0, r1 = two_ranks[0][case]["ours"], two_ranks[1][case]["ours"]
-    assert (r0["scale"], r0["tracker"], r0["steps_taken"]) == (r1["scale"], r1["tracker"], r1["steps_taken"])
-
-
-def test_infs_were_really_injected_and_skipped(two_ranks):
-    rec = two_ranks[0]["fp16 params (mp_policy), injected infs"]["ours"]
-    assert rec["found_inf"][2] == [2.0]            # rank 1's inf: MAX over the mesh, then SUM over 2 ranks
-    assert rec["steps_taken"][-1][0] < len(rec["scale"])
-
-
-def test_the_local_only_scaler_lets_ranks_disagree(two_ranks):
-    case = "fp16 params (mp_policy), injected infs"
-    s0, s1 = two_ranks[0][case]["local"]["scale"], two_ranks[1][case]["local"]["scale"]
-    assert s0 != s1
-    assert two_ranks[0][case]["local"]["steps_taken"] != two_ranks[1][case]["local"]["steps_taken"]

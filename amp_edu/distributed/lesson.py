@@ -11,7 +11,7 @@ import warnings
 from . import ddp, fsdp, parity, scaling
 from .launch import progress
 
-__all__ = ["sizes", "ddp_experiments", "fsdp_experiments", "scaler_experiments", "all_experiments"]
+__all__ = ["sizes", "ddp_experiments", "fsdp_experiments", "scaler_experiments", "all_experiments", "everything"]
 
 
 def sizes(smoke: bool) -> dict:
@@ -65,3 +65,10 @@ def all_experiments(rank: int, world_size: int, size: dict, ckpt_dir: str) -> di
     (the slowest part of starting a rank)."""
     return {"ddp": ddp_experiments(rank, world_size, size), "fsdp": fsdp_experiments(rank, world_size, size),
             "scaler": scaler_experiments(rank, world_size, size, ckpt_dir)}
+
+
+def everything(rank: int, world_size: int, size: dict, ckpt_dir: str) -> dict:
+    """For the tests: the lesson's experiments and every parity case (with the local-only scaler
+    too) in one launch, so the rank start-up is paid once."""
+    return {"lesson": all_experiments(rank, world_size, size, ckpt_dir),
+            "parity": parity.scaler_parity(rank, world_size, None, True)}

@@ -1,0 +1,114 @@
+"""Two ranks under FSDP2 and DDP, in one launch: the ShardedGradScaler against torch's, bit for
+bit, and the claims lesson 11 prints, asserted (at smoke size)."""
+
+import math
+import tempfile
+
+import pytest
+import torch
+
+from amp_edu.distributed import launch, lesson, parity
+
+
+@pytest.fixture(scope="module")
+def both_ranks():
+    """One launch (starting ranks costs seconds) for everything below: the lesson's experiments at
+    smoke size, and every parity case with torch's, ours and the local-only scaler."""
+    with tempfile.TemporaryDirectory() as ckpt_dir:
+        out = launch(lesson.everything, lesson.sizes(True), ckpt_dir, world_size=2, timeout_s=600, progress=False)
+    return out
+
+
+@pytest.fixture(scope="module")
+def two_ranks(both_ranks):
+    return [r["parity"] for r in both_ranks]
+
+
+@pytest.fixture(scope="module")
+def exp(both_ranks):
+    return [r["lesson"] for r in both_ranks]
+
+
+@pytest.mark.parametrize("case", list(parity.CASES))
+def test_fsdp2_two_ranks_bit_identical_to_torch(two_ranks, case):
+    for rank in (0, 1):
+        rec = two_ranks[rank][case]
+        assert parity.compare_records(rec["torch"], rec["ours"]) == [], (rank, case)
+    # the agreed decision: both ranks have the same scale, tracker and steps
+    r0, r1 = two_ranks[0][case]["ours"], two_ranks[1][case]["ours"]
+    assert (r0["scale"], r0["tracker"], r0["steps_taken"]) == (r1["scale"], r1["tracker"], r1["steps_taken"])
+
+
+def test_infs_were_really_injected_and_skipped(two_ranks):
+    rec = two_ranks[0]["fp16 params (mp_policy), injected infs"]["ours"]
+    assert rec["found_inf"][2] == [2.0]            # rank 1's inf: MAX over the mesh, then SUM over 2 ranks
+    assert rec["steps_taken"][-1][0] < len(rec["scale"])
+
+
+def test_the_local_only_scaler_lets_ranks_disagree(two_ranks):
+    case = "fp16 params (mp_policy), injected infs"
+    s0, s1 = two_ranks[0][case]["local"]["scale"], two_ranks[1][case]["local"]["scale"]
+    assert s0 != s1
+    assert two_ranks[0][case]["local"]["steps_taken"] != two_ranks[1][case]["local"]["steps_taken"]
+
+
+def test_ddp_every_rank_takes_the_same_decision(exp):
+    r0, r1 = exp[0]["ddp"]["skips"]["rows"], exp[1]["ddp"]["skips"]["rows"]
+    injected = [b["step"] for a, b in zip(r0, r1) if b["injected"] and not a["injected"]]
+    assert injected and all(a["found_inf"] and b["found_inf"] for a, b in zip(r0, r1) if a["step"] in injected)
+    assert all(a["digest"] == b["digest"] and a["scale"] == b["scale"] for a, b in zip(r0, r1))
+
+
+def test_compression_hooks_halve_the_bytes_and_fp16_flushes_tiny_gradients(exp):
+    hooks = exp[0]["ddp"]["hooks"]
+    for m in (1e-2, 1e-6, 1e-8):
+        fp32 = hooks[("allreduce_hook", m)]
+        assert fp32["dtype"] == "float32" and fp32["rel_error"] < 1e-6
+        for h, dt in (("fp16_compress_hook", "float16"), ("bf16_compress_hook", "bfloat16")):
+            assert hooks[(h, m)]["dtype"] == dt and hooks[(h, m)]["bytes"] * 2 == fp32["bytes"]
+        assert hooks[("bf16_compress_hook", m)]["rel_error"] < 2.0 ** -7
+    assert hooks[("fp16_compress_hook", 1e-8)]["flushed"] > 0.5
+    assert hooks[("fp16_compress_hook", 1e-2)]["rel_error"] < hooks[("bf16_compress_hook", 1e-2)]["rel_error"]
+
+
+def test_fsdp2_keeps_fp32_shards_and_16_bytes_per_parameter_over_n(exp):
+    mem = exp[0]["fsdp"]["memory"]
+    f, u, n = mem["fsdp2"], mem["unsharded"], mem["world_size"]
+    assert f["params dtype"] == f["grads dtype"] == "float32" and f["transient dtype"] == "bfloat16"
+    assert (u["params"] + u["grads"] + u["optimizer"]) == 16 * u["numel"]
+    total_f = sum(exp[r]["fsdp"]["memory"]["fsdp2"][k] for r in range(2) for k in ("params", "grads", "optimizer"))
+    assert total_f == 16 * u["numel"]                     # the shards add up to the whole, once
+    assert set(exp[0]["fsdp"]["reduce"]["grad dtype kept"].values()) == {"float32"}
+    assert 0 < exp[0]["fsdp"]["reduce"]["reduce only (bf16/bf16 vs bf16/fp32)"] < 2.0 ** -6
+
+
+def test_fsdp2_policies_train_and_report_equal_curves_on_both_ranks(exp):
+    t0, t1 = exp[0]["fsdp"]["train"], exp[1]["fsdp"]["train"]
+    assert set(t0) == {"bf16/bf16", "bf16/fp32", "fp32/fp32"}
+    for p in t0:
+        for a, b in zip(t0[p], t1[p]):
+            assert a["eval_loss"] == b["eval_loss"] and all(math.isfinite(v) for v in a["eval_loss"])
+
+
+def test_the_scalers_on_dtensor_gradients(exp):
+    c0, c1 = exp[0]["scaler"]["checks"], exp[1]["scaler"]["checks"]
+    assert c0["torch.amp.GradScaler"] == c1["torch.amp.GradScaler"] == 1.0     # DTensor's MAX rule
+    assert c0["LocalShardGradScaler (the bug)"] == 0.0 and c1["LocalShardGradScaler (the bug)"] == 1.0
+    assert c0["amp_edu ShardedGradScaler"] == c1["amp_edu ShardedGradScaler"] == c0["torch ShardedGradScaler"] == 2.0
+
+
+def test_the_bug_drifts_and_the_fix_does_not_split(exp):
+    d0, d1 = exp[0]["scaler"]["drift"]["rows"], exp[1]["scaler"]["drift"]["rows"]
+    assert d0[-1]["drift"] > 0 and d0[-1]["drift"] == d1[-1]["drift"]
+    assert any(a["bug_scale"] != b["bug_scale"] for a, b in zip(d0, d1))
+    assert all(a["fix_scale"] == b["fix_scale"] and a["fix_stepped"] == b["fix_stepped"] for a, b in zip(d0, d1))
+
+
+def test_pitfalls(exp):
+    s0, s1 = exp[0]["scaler"], exp[1]["scaler"]
+    assert not s0["resume"]["agree"] and s1["resume"]["norm_ratio"] > 10 > 1 > s0["resume"]["norm_ratio"]
+    assert s0["clip"]["global_norm"] == s1["clip"]["global_norm"] > max(s0["clip"]["local_norm"], s1["clip"]["local_norm"])
+    ck = s0["checkpoint"]
+    assert ck["with scaler state"]["identical"] and not ck["without scaler state"]["identical"]
+    assert ck["with scaler state"]["scales"] == ck["reference"]
+    assert ck["without scaler state"]["scales"][0] > ck["reference"][0]
