@@ -18,7 +18,16 @@ recipes and seeds, summarises and plots::
     plot_curves(study, ax, "eval_loss")
 
 Step times come from :func:`step_times`, which times short runs of every recipe side by side
-(:func:`amp_edu.bench.timing.compare`), so the speed ratios are fair on a busy machine.
+(:func:`amp_edu.bench.timing.compare`), so the speed ratios are fair on a busy machine, and
+:func:`time_verdict` calls a recipe faster or slower only beyond the repeats' spread
+(:func:`amp_edu.bench.verdict.speed_verdict`).
+
+A recipe is a name :func:`amp_edu.train.train` accepts, or a zero-argument factory returning an
+:class:`amp_edu.recipes.Recipe` (a class works), called afresh for every run. :data:`RECIPES` is
+the everyday set; :data:`PRECISION_RECIPES` adds the ones where precision visibly matters: pure
+bf16 and fp16 weights (updates below 2^-9 / 2^-12 of a weight round away, so small steps stall)
+and fp16 autocast *without* a scaler (:class:`AmpWithoutScaler`), next to AMP bf16, whose fp32
+weights take every update.
 """
 
 from __future__ import annotations
@@ -32,13 +41,30 @@ import torch
 
 from . import data as _data
 from .bench.timing import Timing, compare
+from .bench.verdict import speed_verdict
+from .recipes import Amp, Recipe
 from .train import parse_recipe, train
 from .viz import color_for
 
-__all__ = ["RECIPES", "METRICS", "num_threads", "Study", "run_study", "stats", "summary", "Comparison", "compare_to_baseline",
-           "verdict", "step_times", "time_verdict", "plot_curves", "plot_finals"]
+__all__ = ["RECIPES", "PRECISION_RECIPES", "AmpWithoutScaler", "METRICS", "num_threads", "Study", "run_study",
+           "stats", "summary", "Comparison", "compare_to_baseline", "verdict", "step_times", "time_verdict",
+           "plot_curves", "plot_finals"]
+
+
+class AmpWithoutScaler(Amp):
+    """``amp_fp16_noscaler``: fp16 autocast with the GradScaler left out (disabled), the way a loop
+    copied from a bf16 recipe runs fp16. Gradients below fp16's 2^-24 flush to zero in backward."""
+
+    def __init__(self) -> None:
+        super().__init__(torch.float16)
+        self.name = "amp_fp16_noscaler"
+
+    def default_scaler(self, device_type: str):
+        return torch.amp.GradScaler(device_type, enabled=False)
+
 
 RECIPES = ("fp32", "amp_fp16", "amp_bf16", "fp16_pure")
+PRECISION_RECIPES = ("fp32", "amp_bf16", AmpWithoutScaler, "bf16_pure", "fp16_pure")
 METRICS = {"eval_loss": "held-out loss", "eval_accuracy": "held-out accuracy", "train_loss": "training loss"}
 _HIGHER_IS_BETTER = {"eval_loss": False, "eval_accuracy": True, "train_loss": False}
 
@@ -118,6 +144,37 @@ def _smooth(values, window: int = 10) -> list[float]:
     return out
 
 
+def _recipe_specs(recipes) -> dict:
+    """``{name: spec}`` where ``spec`` is what to hand :func:`train` for one run: the name itself,
+    or a factory called afresh per run (a recipe object carries a run's state, e.g. its scaler)."""
+    if isinstance(recipes, (str, Recipe)) or callable(recipes):
+        recipes = (recipes,)
+    specs = {}
+    for r in recipes:
+        if isinstance(r, str):
+            name, spec = parse_recipe(r).name, r
+        elif isinstance(r, Recipe):
+            raise TypeError(f"pass a recipe name or a factory (e.g. the class {type(r).__name__}), not a recipe "
+                            "object: each run needs a fresh one")
+        elif callable(r):
+            made = r()
+            if not isinstance(made, Recipe):
+                raise TypeError(f"a recipe factory must return an amp_edu.recipes.Recipe, got {type(made).__name__}")
+            name, spec = made.name, r
+        else:
+            raise TypeError(f"a recipe is a name or a factory returning a Recipe, got {type(r).__name__}")
+        if name in specs:
+            raise ValueError(f"recipe {name!r} given twice")
+        specs[name] = spec
+    if not specs:
+        raise ValueError("recipes must name at least one recipe")
+    return specs
+
+
+def _fresh(spec):
+    return spec if isinstance(spec, str) else spec()
+
+
 def run_study(task="blobs", recipes=RECIPES, seeds=(0, 1, 2), *, model: str | None = None,
               steps: int = 300, evals: int = 10, log: bool = True, threads: int | None = None,
               **train_kwargs) -> Study:
@@ -132,9 +189,8 @@ def run_study(task="blobs", recipes=RECIPES, seeds=(0, 1, 2), *, model: str | No
         task = _data.get_task(task)
     if not hasattr(task, "evaluate"):
         raise TypeError(f"task must be an amp_edu.data.Task or a task name, got {type(task).__name__}")
-    recipes = tuple(parse_recipe(r).name for r in recipes)
-    if not recipes:
-        raise ValueError("recipes must name at least one recipe")
+    specs = _recipe_specs(recipes)
+    recipes = tuple(specs)
     seeds = tuple(seeds)
     if len(seeds) < 2 or not all(isinstance(s, int) for s in seeds) or len(set(seeds)) != len(seeds):
         raise ValueError(f"seeds must be at least 2 distinct ints (a spread needs several), got {seeds!r}")
@@ -148,12 +204,13 @@ def run_study(task="blobs", recipes=RECIPES, seeds=(0, 1, 2), *, model: str | No
     with num_threads(threads):
         for seed in seeds:
             for r in recipes:
-                h = train(task, model, r, steps=steps, seed=seed, eval_every=eval_every, **train_kwargs)
+                h = train(task, model, _fresh(specs[r]), steps=steps, seed=seed, eval_every=eval_every,
+                          **train_kwargs)
                 h.model = h.optimizer = h.scaler = None      # keep the numbers, free the weights
                 study.runs[r].append(h)
                 if log:
                     fin = h.final_eval
-                    print(f"[{task.name}] seed {seed} {r:<10} final held-out loss {fin['loss']:.4f} "
+                    print(f"[{task.name}] seed {seed} {r:<17} final held-out loss {fin['loss']:.4f} "
                           f"accuracy {fin['accuracy']:.3f} skipped steps {h.skipped_steps}", flush=True)
     return study
 
@@ -252,7 +309,8 @@ def _sentence(c: Comparison, baseline: str) -> str:
 def verdict(study: Study, metrics=("eval_loss", "eval_accuracy"), *, baseline: str = "fp32") -> list[str]:
     """Sentences, one per recipe and metric, computed from the study by :func:`compare_to_baseline`.
 
-    The last sentence weighs the seeds' claim that mixed precision "barely changes accuracy".
+    The last sentence weighs the widely repeated claim that mixed precision "barely changes accuracy"
+    (for the recipes that keep fp32 weights and use autocast, the ``amp_*`` ones).
     """
     _check_study(study)
     if baseline not in study.runs:
@@ -295,28 +353,47 @@ def step_times(task, recipes=RECIPES, *, model: str | None = None, steps: int = 
     for name, v in (("rounds", rounds), ("repeats", repeats)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise ValueError(f"{name} must be a positive int, got {v!r}")
-    fns = {parse_recipe(r).name: (lambda r=r: train(task, model, r, steps=steps, eval_every=0, **train_kwargs))
-           for r in recipes}
+    fns = {name: (lambda spec=spec: train(task, model, _fresh(spec), steps=steps, eval_every=0, **train_kwargs))
+           for name, spec in _recipe_specs(recipes).items()}
     with num_threads(threads):
         raw = compare(fns, device=task.device.type, warmup=1, rounds=rounds, repeats=repeats,
                       min_time_s=min_time_s)
     return {r: Timing.from_times([t / steps for t in tm.times_s]) for r, tm in raw.items()}
 
 
-def time_verdict(times: dict[str, Timing], *, baseline: str = "fp32", device_note: str = "") -> list[str]:
-    """Sentences on each recipe's median step time relative to ``baseline`` (from :func:`step_times`)."""
+def time_verdict(times: dict[str, Timing], *, baseline: str = "fp32", device_note: str = "",
+                 load=True) -> list[str]:
+    """Sentences on each recipe's median step time relative to ``baseline`` (from :func:`step_times`).
+
+    "faster"/"slower" only when the difference exceeds the spread of the repeats, else "within
+    noise" (:func:`amp_edu.bench.verdict.speed_verdict`); a last sentence carries the busy-machine
+    caveat when the load average says so (``load``: as in ``speed_verdict``).
+    """
     if baseline not in times:
         raise ValueError(f"the baseline {baseline!r} was not timed")
-    b = times[baseline].median_s
-    out = []
+    b = times[baseline]
+    out, caveat = [], None
     for r, t in times.items():
         if r == baseline:
             continue
-        ratio = t.median_s / b
-        how = "faster" if ratio < 1 else "slower"
-        out.append(f"{r}: {t.median_s * 1e3:.3g} ms per step vs {b * 1e3:.3g} ms for {baseline} — "
-                   f"{max(ratio, 1 / ratio):.2f}× {how}{device_note}.")
+        v = speed_verdict(t, b, load=load)
+        caveat = caveat or v.caveat
+        if v.significant:
+            how = f"{max(v.ratio, 1 / v.ratio):.2f}× {v.word} (beyond the {v.rel_spread:.0%} spread of the repeats)"
+        else:
+            how = f"{v.ratio:.2f}× its time: within noise (the {v.rel_spread:.0%} spread of the repeats)"
+        out.append(f"{r}: {t.median_s * 1e3:.3g} ms per step vs {b.median_s * 1e3:.3g} ms for {baseline} — "
+                   f"{how}{device_note}.")
+    if caveat:
+        out.append(caveat[0].upper() + caveat[1:] + ".")
     return out
+
+
+_FALLBACK = ("#8c564b", "#e377c2", "#bcbd22", "#17becf", "#7f7f7f")
+
+
+def _color(recipe: str, k: int):
+    return color_for(recipe) or _FALLBACK[k % len(_FALLBACK)]
 
 
 def plot_curves(study: Study, ax, metric: str = "eval_loss", *, band: str = "range"):
@@ -334,7 +411,7 @@ def plot_curves(study: Study, ax, metric: str = "eval_loss", *, band: str = "ran
                 lo.append(s["min"]); hi.append(s["max"])
             else:
                 lo.append(s["mean"] - s["std"]); hi.append(s["mean"] + s["std"])
-        col = color_for(r)
+        col = _color(r, k)
         bad = sum(not math.isfinite(y[-1]) for y in ys)
         label = f"{r} (mean of {len(ys)} seeds)" + (f" — {bad} of {len(ys)} diverged (NaN)" if bad else "")
         ax.plot(xs, mid, color=col, lw=1.6, ls=styles[k % len(styles)], label=label)
@@ -352,7 +429,7 @@ def plot_finals(study: Study, ax, metric: str = "eval_accuracy"):
     for i, r in enumerate(study.recipes):
         vals = study.finals(r, metric)
         s = stats(vals)
-        col = color_for(r)
+        col = _color(r, i)
         fin = [v for v in vals if math.isfinite(v)]
         ax.scatter([i] * len(fin), fin, color=col, s=22, zorder=3)
         if s["n"]:

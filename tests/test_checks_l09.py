@@ -147,6 +147,32 @@ def test_wrong_answers_fail_on_the_case_that_exposes_them(wrong, case):
     assert "expected:" in msg and "got:" in msg and "hint:" in msg
 
 
+def no_finally(model, x):
+    """Removes its hooks after the forward, but not in a finally: block."""
+    hits, handles = [], []
+    for name, mod in model.named_modules():
+        handles.append(mod.register_forward_hook(lambda m, i, o, name=name: hits.append(name) if _bad(o) else None))
+    model(x)
+    for h in handles:
+        h.remove()
+    return _first(hits)
+
+
+def swallows_errors_but_cleans_up(model, x):
+    try:
+        return reference(model, x)
+    except RuntimeError:
+        return None
+
+
+def test_hooks_must_be_removed_even_when_the_forward_raises(capsys):
+    with pytest.raises(CheckFailed) as err:
+        l09.check_first_nonfinite(no_finally)
+    msg = str(err.value)
+    assert "case 'forward_raises'" in msg and "finally" in msg and "hooks still registered" in msg, msg
+    assert l09.check_first_nonfinite(swallows_errors_but_cleans_up).startswith("PASS")
+
+
 def test_unsolved_and_library_answers_fail_usefully():
     def unsolved(model, x):
         raise NotImplementedError()

@@ -127,10 +127,32 @@ def test_step_times_side_by_side_and_time_verdict(tiny):
     t = study.step_times(tiny, ("fp32", "amp_bf16"), model="mlp", steps=2, rounds=1, repeats=1,
                          min_time_s=0.0, threads=1, batch_size=8)
     assert set(t) == {"fp32", "amp_bf16"} and all(v.median_s > 0 for v in t.values())
-    v = study.time_verdict(t, device_note=" on this CPU")
-    assert len(v) == 1 and v[0].startswith("amp_bf16:") and "× " in v[0] and "on this CPU" in v[0]
+    v = study.time_verdict(t, device_note=" on this CPU", load=False)
+    assert len(v) == 1 and v[0].startswith("amp_bf16:") and "×" in v[0] and "on this CPU" in v[0]
     with pytest.raises(ValueError):
         study.time_verdict(t, baseline="amp_fp16")
+
+
+def test_time_verdict_is_noise_aware_and_carries_the_caveat():
+    from amp_edu.bench.timing import Timing
+    from amp_edu.bench.verdict import Load
+
+    t = {"fp32": Timing(1.0, 0.2, []), "amp_bf16": Timing(1.1, 0.2, []), "fp16_pure": Timing(3.0, 0.2, [])}
+    quiet = study.time_verdict(t, load=Load(0.1, 4, 4))
+    assert "within noise" in quiet[0] and "3.00× slower" in quiet[1] and len(quiet) == 2
+    busy = study.time_verdict(t, load=Load(9.0, 2, 2))
+    assert len(busy) == 3 and "busy" in busy[-1]
+
+
+def test_recipe_factories_and_the_no_scaler_recipe(tiny):
+    s = study.run_study(tiny, ("fp32", study.AmpWithoutScaler), (0, 1), model="mlp", steps=3, evals=1,
+                        log=False, batch_size=8)
+    assert s.recipes == ("fp32", "amp_fp16_noscaler")
+    assert all(h.scale == [1.0] * 3 for h in s.runs["amp_fp16_noscaler"])     # the scaler is disabled
+    with pytest.raises(TypeError, match="factory"):
+        study.run_study(tiny, ("fp32", study.AmpWithoutScaler()), (0, 1), steps=2, log=False)
+    with pytest.raises(ValueError, match="twice"):
+        study.run_study(tiny, ("fp32", "fp32"), (0, 1), steps=2, log=False)
 
 
 def test_plots_draw_a_line_and_band_per_recipe():

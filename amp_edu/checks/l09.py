@@ -11,7 +11,10 @@ the culprit, modules called in a different order than they were registered, a mo
 twice, tuple outputs, an fp16 model. Each wrong idea a learner is likely to have — look only at
 the final output, walk ``named_modules()`` in registration order, check inputs (pre-hooks)
 instead of outputs, hook only leaves, test only ``isnan``, keep the last hit instead of the
-first, forget to remove the hooks — fails at least one of them.
+first, forget to remove the hooks — fails at least one of them. A last model's forward *raises*
+half-way (after its first layer's hook has fired): the error may pass through the learner's
+function, but no hook may stay on the model — hooks removed after ``model(x)`` instead of in a
+``finally:`` block stay there for good.
 """
 
 from __future__ import annotations
@@ -227,6 +230,15 @@ def _diagnose(model, x, expected, got) -> str:
             f"produced them at call #{exp.index}.")
 
 
+class _Fails(nn.Module):
+    def forward(self, x):
+        raise RuntimeError("a forward that fails half-way (a shape error, an out-of-memory ...)")
+
+
+def _raising_model():
+    return nn.Sequential(OrderedDict(fc=nn.Linear(4, 4), fails=_Fails(), head=nn.Linear(4, 2)))
+
+
 def check_first_nonfinite(fn) -> str:
     """Grade ``fn(model, x) -> str | None`` on models the lesson did not show."""
     name = "first_nonfinite_layer"
@@ -251,4 +263,15 @@ def check_first_nonfinite(fn) -> str:
                        hint="keep the handles that register_forward_hook returns and call "
                             ".remove() on each, in a finally: block so an exception cannot leave them")
         n += 1
+    model, desc = _raising_model(), ("a model whose forward raises RuntimeError in its second module "
+                                     "(the error may pass through your function)")
+    call_learner(name, fn, (model, torch.randn(3, 4)), input=f"case 'forward_raises': {desc}",
+                 expected="the RuntimeError passed through, or a result", returns=(RuntimeError,))
+    left = _hooks_left(model)
+    if left:
+        raise fail(name, input=f"case 'forward_raises': {desc}", expected="no hooks left on the model",
+                   got=f"hooks still registered on {left}",
+                   hint="the forward raised before your .remove() calls ran: register the hooks, then run "
+                        "the model inside try: ... finally: (remove every handle in the finally block)")
+    n += 1
     return passed(name, f"{n} models: first non-finite module found, hooks removed")
