@@ -68,7 +68,7 @@ def all_experiments(rank: int, world_size: int, size: dict, ckpt_dir: str) -> di
 
 
 def everything(rank: int, world_size: int, size: dict, ckpt_dir: str) -> dict:
-    """For the tests: the lesson's experiments and every parity case (with the local-only scaler
-    too) in one launch, so the rank start-up is paid once."""
+    """For the tests: the lesson's experiments and every parity case in one launch, so the rank
+    start-up is paid once."""
     return {"lesson": all_experiments(rank, world_size, size, ckpt_dir),
-            "parity": parity.scaler_parity(rank, world_size, None, True)}
+            "parity": parity.scaler_parity(rank, world_size, None)}
