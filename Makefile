@@ -1,8 +1,10 @@
 # amp_edu — the course's commands. Every target creates .venv first if it is missing.
 #   make lab                       open the course in JupyterLab
-#   make test                      run every test (library, notebooks, exercise grading)
+#   make test                      run every test (library, notebooks, exercise grading, the
+#                                  lessons in headless Chromium)
+#   make browser                   install Chromium for that browser test (apt-get, as root)
 #   make exercises                 regenerate exercises/ from solutions/
-#   make grade NB=exercises/01_number_formats.ipynb   grade a learner's notebook
+#   make grade NB=FILE|FOLDER [ARGS="--jobs 2 --csv grades.csv"]   grade a notebook or a class
 #   make doctor / make bench       what this machine can do / the benchmark
 
 PYTHON ?= python3
@@ -13,7 +15,7 @@ STAMP  := $(VENV)/.installed
 PIP_ARGS ?=
 LAB_ARGS ?=
 
-.PHONY: install lab test exercises grade doctor bench clean
+.PHONY: install lab test browser exercises grade doctor bench clean
 
 install: $(STAMP)
 
@@ -31,8 +33,22 @@ lab: install
 	  $$( $(PY) -c "import webbrowser,sys; webbrowser.get()" >/dev/null 2>&1 || echo --no-browser ) \
 	  $(LAB_ARGS)
 
-test: install
+test: install browser
 	AMP_EDU_SMOKE=1 $(PY) -m pytest
+
+# tests/test_browser.py opens every lesson in the Debian package's Chromium (never a downloaded
+# browser). Installed here when missing and we are root with apt-get; otherwise the test skips and
+# prints why. A failed install does not stop `make test`.
+browser:
+	@if [ -x /usr/bin/chromium ]; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "make browser: installing chromium with apt-get (for tests/test_browser.py)"; \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } \
+	    || echo "make browser: apt-get could not install chromium: tests/test_browser.py will skip"; \
+	else \
+	  echo "make browser: /usr/bin/chromium is missing and cannot be installed here (needs root and apt-get):" \
+	       "tests/test_browser.py will skip"; \
+	fi
 
 exercises: install
 	$(PY) -m amp_edu exercises

@@ -1,0 +1,351 @@
+"""Every lesson, in a real browser: ``make lab`` serves it, headless Chromium runs all its cells.
+
+For each lesson whose notebook exists (in one JupyterLab server, one after another): Run > Run All
+Cells, wait (bounded) until the kernel is idle with every cell run, then assert
+
+* no cell has an error output or prints a traceback;
+* every widget the notebook displays is rendered as a widget (no "Error displaying widget", no
+  text fallback);
+* moving each slider (focus it, press an arrow key) changes what the widget shows (its images or
+  text, not counting the slider's own readout).
+
+The lessons run under ``AMP_EDU_SMOKE=1`` (tiny sizes). Nothing is written back: autosave is off and
+the server refuses every save. The server, its kernels and the browser are shut down in
+``finally`` blocks, and any kernel still alive afterwards is killed and reported.
+
+Chromium is the Debian package (``/usr/bin/chromium``; ``make browser`` installs it), driven by
+Playwright's Python API with ``executable_path`` — never a downloaded browser. Without it the test
+skips and says why.
+"""
+
+import json
+import os
+import re
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from amp_edu.course.lessons import LESSONS
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = Path("/usr/bin/chromium")
+PRESENT = [lesson for lesson in LESSONS if (ROOT / lesson.notebook).exists()]
+START_TIMEOUT_S = 120          # make lab answering
+OPEN_TIMEOUT_S = 120           # a notebook open with its kernel idle
+LESSON_TIMEOUT_S = 300         # Run All on one lesson (smoke sizes, on a busy machine)
+SLIDER_TIMEOUT_S = 60          # the widget redrawing after one slider move
+CHROME_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+               "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+def _why_not() -> str | None:
+    if not CHROMIUM.exists():
+        return (f"Chromium is not installed at {CHROMIUM}: `make browser` installs it with apt-get "
+                "(as root, on Debian/Ubuntu)")
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "playwright (the Python package) is not installed: `make install`"
+    if sys.platform == "win32":
+        return "make lab is a POSIX Makefile target"
+    return None
+
+
+pytestmark = pytest.mark.skipif(_why_not() is not None, reason=_why_not() or "")
+
+# Refuse every save: the lessons are stored executed at full size and must not be overwritten.
+_NO_SAVE = '''from tornado.web import HTTPError
+
+
+def refuse(model, path, contents_manager, **kwargs):
+    raise HTTPError(403, f"test_browser: saving {path} is disabled")
+'''
+_SETTINGS = {
+    "@jupyterlab/docmanager-extension/plugin": {"autosave": False},
+    "@jupyterlab/notebook-extension/tracker": {"windowingMode": "none"},   # every cell in the DOM
+    "@jupyterlab/apputils-extension/notification": {"fetchNews": "false", "checkForUpdates": False},
+}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _kernels_of(runtime_dir: Path):
+    import psutil
+    found = []
+    for p in psutil.process_iter(["cmdline"]):
+        try:
+            if any(str(runtime_dir) in part for part in (p.info["cmdline"] or [])):
+                found.append(p)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            pass
+    return found
+
+
+def _stop(proc: subprocess.Popen, runtime_dir: Path) -> list[int]:
+    """SIGTERM the server's process group (it shuts its kernels down), then SIGKILL what is left;
+    returns the pids of kernels that outlived the server (killed here)."""
+    def group_alive() -> bool:
+        try:
+            os.killpg(proc.pid, 0)
+            return True
+        except ProcessLookupError:
+            return False
+    for sig, wait_s in ((signal.SIGTERM, 30), (signal.SIGKILL, 10)):
+        if group_alive():
+            try:
+                os.killpg(proc.pid, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + wait_s
+        while group_alive() and time.monotonic() < deadline:
+            proc.poll()                        # reap make, so its group can empty
+            time.sleep(0.2)
+    proc.wait(timeout=10)
+    orphans = _kernels_of(runtime_dir)
+    for p in orphans:
+        p.kill()
+    return [p.pid for p in orphans]
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    """``make lab`` as the README runs it (JUPYTER_PORT/JUPYTER_TOKEN, no browser), isolated
+    config/runtime/settings folders, smoke sizes; yields ``(base_url, token)``."""
+    tmp = tmp_path_factory.mktemp("lab")
+    (tmp / "hooks").mkdir()
+    (tmp / "hooks" / "_test_browser_no_save.py").write_text(_NO_SAVE)
+    settings = tmp / "settings"
+    for plugin, values in _SETTINGS.items():
+        path = settings / f"{plugin}.jupyterlab-settings"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(values))
+    runtime = tmp / "runtime"
+    port, token = _free_port(), secrets.token_hex(16)
+    venv = Path(sys.prefix)
+    env = dict(os.environ, JUPYTER_PORT=str(port), JUPYTER_TOKEN=token, AMP_EDU_SMOKE="1", BROWSER="",
+               DISPLAY="", JUPYTER_CONFIG_DIR=str(tmp / "config"), JUPYTER_RUNTIME_DIR=str(runtime),
+               # the hook for the server; this checkout's amp_edu first for the kernels
+               PYTHONPATH=os.pathsep.join([str(tmp / "hooks"), str(ROOT)]
+                                          + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+    lab_args = " ".join([
+        "--no-browser", "--LabApp.expose_app_in_browser=True",
+        f"--LabApp.user_settings_dir={settings}", f"--LabApp.workspaces_dir={tmp / 'workspaces'}",
+        "--FileContentsManager.pre_save_hook=_test_browser_no_save.refuse",
+        "--ServerApp.ip=127.0.0.1"])
+    stamp = venv / ".installed"
+    cmd = ["make", "-s", f"VENV={venv}", f"LAB_ARGS={lab_args}", "lab"]
+    if stamp.exists():
+        cmd[2:2] = ["-o", str(stamp)]          # serve; never reinstall from inside a test
+    log = open(tmp / "lab.log", "w")
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:
+            try:
+                urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=2).read()
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(f"make lab did not answer within {START_TIMEOUT_S} s (exit {proc.poll()}):\n"
+                                + (tmp / "lab.log").read_text()[-3000:])
+                time.sleep(0.5)
+        yield base, token
+    finally:
+        orphans = _stop(proc, runtime)
+        log.close()
+        assert not orphans, f"kernels outlived the server (killed): {orphans}"
+
+
+@pytest.fixture(scope="module")
+def page(lab, tmp_path_factory):
+    from playwright.sync_api import sync_playwright
+    profile = tmp_path_factory.mktemp("chromium-profile")      # a fresh --user-data-dir
+    pw = sync_playwright().start()
+    try:
+        ctx = pw.chromium.launch_persistent_context(
+            str(profile), executable_path=str(CHROMIUM), headless=True, args=CHROME_ARGS,
+            viewport={"width": 1400, "height": 1000}, timeout=60_000)
+        try:
+            pg = ctx.pages[0] if ctx.pages else ctx.new_page()
+            pg.set_default_timeout(30_000)
+            yield pg
+        finally:
+            ctx.close()
+    finally:
+        pw.stop()
+
+
+# --- in the page ------------------------------------------------------------------------------
+_STATE = """(path) => {
+  const app = window.jupyterapp;
+  const w = app && app.shell.currentWidget;
+  if (!w || !w.context || w.context.path !== path || !w.content || !w.content.model) return null;
+  const kernel = w.sessionContext.session && w.sessionContext.session.kernel;
+  const cells = [];
+  const model = w.content.model.cells;
+  for (let i = 0; i < model.length; i++) {
+    const m = model.get(i);
+    if (m.type !== 'code') continue;
+    const outs = [];
+    for (let j = 0; j < m.outputs.length; j++) {
+      const o = m.outputs.get(j).toJSON();
+      outs.push({type: o.output_type, mimes: Object.keys(o.data || {}),
+                 error: o.output_type === 'error' ? `${o.ename}: ${o.evalue}` : null,
+                 text: typeof o.text === 'string' ? o.text : (o.text || []).join('')});
+    }
+    cells.push({index: i, count: m.executionCount, outputs: outs, empty: !m.sharedModel.getSource().trim()});
+  }
+  const node = w.node;
+  const prompts = [...node.querySelectorAll('.jp-Cell')].map((c, i) => [i, c.querySelector('.jp-InputPrompt')]);
+  const queued = prompts.filter(([i, p]) => p && p.textContent.includes('*')).map(([i, p]) => i);
+  const pending = queued.length;
+  // a displayed widget renders as an output whose child is the widget's view
+  const widgets = [...node.querySelectorAll('.jp-OutputArea-output')].filter(
+      e => e.firstElementChild && e.firstElementChild.classList.contains('jupyter-widgets'));
+  const rendered = widgets.filter(e => !e.textContent.includes('Error displaying widget')).length;
+  const outText = [...node.querySelectorAll('.jp-OutputArea')].map(e => e.innerText).join('\\n');
+  return {status: kernel ? kernel.status : 'none', cells, pending, queued, widgetViews: widgets.length, rendered,
+          errorDisplaying: outText.includes('Error displaying widget'),
+          traceback: outText.includes('Traceback (most recent call last)')};
+}"""
+
+_SLIDERS = """() => {
+  const node = window.jupyterapp.shell.currentWidget.node;
+  return [...node.querySelectorAll('.widget-slider')].map((s, k) => {
+    const h = s.querySelector('.noUi-handle');
+    const label = s.querySelector('.widget-label');
+    const r = s.getBoundingClientRect();
+    return {k, label: label ? label.textContent.trim() : '', handle: !!h,
+            visible: r.width > 0 && r.height > 0,
+            now: h ? h.getAttribute('aria-valuenow') : null, max: h ? h.getAttribute('aria-valuemax') : null};
+  });
+}"""
+
+# What the widget holding slider k shows: every image and the text of its output area, without
+# the sliders' own readouts and labels.
+_SHOWN = """(k) => {
+  const node = window.jupyterapp.shell.currentWidget.node;
+  const s = node.querySelectorAll('.widget-slider')[k];
+  const area = s.closest('.jp-Cell-outputArea') || s.closest('.jp-OutputArea');
+  const imgs = [...area.querySelectorAll('img')].map(i => i.src);
+  const clone = area.cloneNode(true);
+  clone.querySelectorAll('.widget-slider, .widget-readout, .widget-label, input, select').forEach(e => e.remove());
+  return JSON.stringify([imgs, clone.textContent]);
+}"""
+
+
+def _wait(fn, timeout_s, what, poll_s=0.5):
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = fn()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout_s} s waiting for {what}")
+        time.sleep(poll_s)
+
+
+def _state(page, lesson):
+    return page.evaluate(_STATE, lesson.notebook)
+
+
+def _open(page, lab, lesson):
+    base, token = lab
+    page.goto(f"{base}/lab/tree/{lesson.notebook}?reset&token={token}", wait_until="domcontentloaded")
+    _wait(lambda: (s := _state(page, lesson)) and s["status"] == "idle" and s, OPEN_TIMEOUT_S,
+          f"{lesson.notebook} to open with an idle kernel")
+
+
+def _run_all(page, lesson):
+    """Run > Run All Cells; wait until every non-empty code cell has run (or one raised and the run
+    stopped), the kernel is idle and nothing is queued, in two polls in a row."""
+    page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(r"^Run$")).click()
+    page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^Run All Cells$")).click()
+    t0 = time.monotonic()
+    previous = None
+    while True:
+        s = _state(page, lesson)
+        todo = [c["index"] for c in s["cells"] if c["count"] is None and not c["empty"]]
+        stopped = any(o["error"] for c in s["cells"] for o in c["outputs"])
+        settled = s["status"] == "idle" and s["pending"] == 0 and (not todo or stopped)
+        if settled and previous == (todo, stopped):
+            break
+        previous = (todo, stopped) if settled else None
+        if time.monotonic() - t0 > LESSON_TIMEOUT_S:
+            pytest.fail(f"Run All Cells of {lesson.notebook} did not finish in {LESSON_TIMEOUT_S} s: "
+                        f"kernel {s['status']}, cells queued or running {s['queued'][:5]}, not run {todo[:8]}")
+        time.sleep(1.0)
+    print(f"\n{lesson.stem}: ran in {time.monotonic() - t0:.0f} s", flush=True)
+    return s
+
+
+def _close_kernels(lab):
+    base, token = lab
+    kernels = json.loads(urllib.request.urlopen(f"{base}/api/kernels?token={token}", timeout=10).read())
+    for k in kernels:
+        req = urllib.request.Request(f"{base}/api/kernels/{k['id']}?token={token}", method="DELETE")
+        urllib.request.urlopen(req, timeout=30).read()
+
+
+@pytest.mark.parametrize("lesson", PRESENT, ids=lambda lesson: lesson.stem)
+def test_lesson_runs_and_its_widgets_respond(lab, page, lesson):
+    try:
+        _open(page, lab, lesson)
+        state = _run_all(page, lesson)
+        errors = [(c["index"], o["error"]) for c in state["cells"] for o in c["outputs"] if o["error"]]
+        assert not errors, f"cells raised: {errors}"
+        not_run = [c["index"] for c in state["cells"] if c["count"] is None and not c["empty"]]
+        assert not not_run, f"cells {not_run} did not run"
+        printed = [c["index"] for c in state["cells"] for o in c["outputs"]
+                   if "Traceback (most recent call last)" in o["text"]]
+        assert not printed and not state["traceback"], f"cells print a traceback: {printed}"
+        wanted = sum("application/vnd.jupyter.widget-view+json" in o["mimes"]
+                     for c in state["cells"] for o in c["outputs"])
+        assert not state["errorDisplaying"], "'Error displaying widget' in an output"
+        assert state["widgetViews"] >= wanted and state["rendered"] == state["widgetViews"], (
+            f"{wanted} widgets displayed, {state['widgetViews']} widget outputs in the page, "
+            f"{state['rendered']} rendered as widgets")
+        _move_every_slider(page, lesson)
+    finally:
+        _close_kernels(lab)
+
+
+def _move_every_slider(page, lesson):
+    sliders = page.evaluate(_SLIDERS)
+    stuck, hidden = [], [s["label"] or f"#{s['k']}" for s in sliders if not (s["visible"] and s["handle"])]
+    assert not hidden, f"sliders that cannot be moved (hidden, or not a slider handle): {hidden}"
+    for s in sliders:
+        before = page.evaluate(_SHOWN, s["k"])
+        handle = page.locator(".widget-slider").nth(s["k"]).locator(".noUi-handle").first
+        handle.scroll_into_view_if_needed()
+        handle.focus()
+        at_max = s["now"] is not None and s["max"] is not None and float(s["now"]) >= float(s["max"])
+        handle.press("ArrowLeft" if at_max else "ArrowRight")
+        deadline = time.monotonic() + SLIDER_TIMEOUT_S
+        while page.evaluate(_SHOWN, s["k"]) == before and time.monotonic() < deadline:
+            time.sleep(0.25)
+        if page.evaluate(_SHOWN, s["k"]) == before:
+            stuck.append(s["label"] or f"#{s['k']}")
+    state = _state(page, lesson)
+    assert not state["traceback"] and not state["errorDisplaying"], "a slider move printed a traceback"
+    assert not stuck, f"{lesson.stem}: moving these sliders changed nothing the widget shows: {stuck}"
+    print(f"{lesson.stem}: {len(sliders)} sliders moved, each changed its widget", flush=True)
+
+
+def test_without_chromium_the_skip_says_how_to_get_it(monkeypatch):
+    monkeypatch.setattr(sys.modules[__name__], "CHROMIUM", Path("/nonexistent/chromium"))
+    reason = _why_not()
+    assert reason and "make browser" in reason and "apt-get" in reason
