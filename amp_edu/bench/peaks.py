@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .. import formats
+
 __all__ = ["GpuPeaks", "KNOWN_GPUS", "lookup", "peak_tflops"]
 
 
@@ -64,9 +66,9 @@ _RULES = [
     (("H200",), ("NVL", "GH200"), "H200"),   # GH200 (Grace Hopper) has its own datasheet
 ]
 
-_DTYPE_FIELD = {"float32": "fp32", "fp32": "fp32", "tf32": "tf32", "float16": "fp16", "fp16": "fp16",
-                "bfloat16": "bf16", "bf16": "bf16", "float8_e4m3fn": "fp8", "float8_e5m2": "fp8",
-                "fp8": "fp8"}
+# The datasheet column for every name of a format amp_edu.formats knows (both fp8s share "fp8").
+_DTYPE_FIELD = {k: "fp8" if f.name.startswith("fp8") else f.name
+                for f in formats.FORMATS.values() for k in (f.name, f.torch_name)} | {"fp8": "fp8"}
 
 
 def lookup(device_name: str) -> GpuPeaks | None:

@@ -18,6 +18,7 @@ import json
 import math
 from pathlib import Path
 
+from .. import formats
 from .peaks import lookup, peak_tflops
 
 __all__ = ["REFERENCE_DIR", "validate", "annotate", "table", "save", "load", "references",
@@ -26,7 +27,8 @@ __all__ = ["REFERENCE_DIR", "validate", "annotate", "table", "save", "load", "re
 
 REFERENCE_DIR = Path(__file__).resolve().parents[1] / "reference"
 KINDS = ("matmul", "train_step")
-DTYPE_NAMES = ("float32", "tf32", "float16", "bfloat16", "float8_e4m3fn")
+# The dtypes the bench measures, by the names its results use (amp_edu.formats names them).
+DTYPE_NAMES = tuple(formats.get(n).torch_name for n in ("fp32", "tf32", "fp16", "bf16", "fp8_e4m3"))
 _ENV_KEYS = ("device", "device_name", "torch_version", "precision_flags", "threads", "date")
 
 
