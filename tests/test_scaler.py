@@ -862,3 +862,86 @@ def test_setters_and_constructor_arguments_of_every_type_like_torch(setter, valu
             s.update()
         return s.get_scale(), s._get_growth_tracker(), p.tolist(), repr(s.state_dict())
     assert outcome(lambda: script(GradScaler)) == outcome(lambda: script(TorchScaler))
+
+
+def _structure(x):
+    """A comparable picture of what scale() returned: types, dtypes, shapes, values."""
+    if isinstance(x, torch.Tensor):
+        return ("T", x.dtype, tuple(x.shape), x.to_dense().tolist() if x.is_sparse else x.tolist())
+    if isinstance(x, (list, tuple, map)):
+        return (type(x).__name__, [_structure(y) for y in x])
+    if isinstance(x, dict):
+        return ("dict", {k: _structure(v) for k, v in x.items()})
+    return (type(x).__name__, repr(x))
+
+
+_NT = __import__("collections").namedtuple("Pair", "a b")
+_OUTPUTS = {
+    "generator": lambda: (t for t in [torch.full((2,), 3.0), torch.full((2,), 4.0)]),
+    "dict": lambda: {"a": torch.full((2,), 3.0)},
+    "dict values": lambda: {"a": torch.full((2,), 3.0)}.values(),
+    "set of ints": lambda: {1},
+    "str": lambda: "ab",
+    "bytes": lambda: b"ab",
+    "range": lambda: range(2),
+    "nested with empties": lambda: [torch.full((2,), 3.0), (torch.ones(1), [torch.ones(1)]), [], ()],
+    "namedtuple": lambda: _NT(torch.ones(1), torch.ones(1)),
+    "ndarray": lambda: np.ones(2),
+    "list of ndarray": lambda: [np.ones(2)],
+    "int tensor": lambda: torch.ones(2, dtype=torch.int64),
+    "bool tensor": lambda: torch.ones(2, dtype=torch.bool),
+    "half list": lambda: [torch.ones(2, dtype=torch.half)],
+    "complex": lambda: torch.ones(2, dtype=torch.complex64),
+    "sparse list": lambda: [torch.ones(2).to_sparse()],
+    "None": lambda: None,
+}
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+@pytest.mark.parametrize("name", list(_OUTPUTS), ids=list(_OUTPUTS))
+def test_scale_of_any_structure_like_torch(name, enabled):
+    """Generators and dict views come back as lazy maps, dicts are iterated by key (and refused),
+    strings and ints refused with torch's ValueError; a disabled scaler hands anything back."""
+    def script(cls):
+        return _structure(cls("cpu", enabled=enabled).scale(_OUTPUTS[name]()))
+    assert outcome(lambda: script(GradScaler)) == outcome(lambda: script(TorchScaler))
+
+
+@pytest.mark.parametrize("lazy", [False, True], ids=["before-scale", "after-scale"])
+@pytest.mark.parametrize("values", [
+    dict(scale=torch.tensor(4.0), growth_factor=2.0, backoff_factor=0.5, growth_interval=3, _growth_tracker=1),
+    dict(scale=np.float32(4.0), growth_factor=np.float64(2.0), backoff_factor=0.5, growth_interval=np.int64(3),
+         _growth_tracker=np.int32(1)),
+    dict(scale=4, growth_factor=2, backoff_factor=0.5, growth_interval=3, _growth_tracker=1),
+    dict(scale="4", growth_factor=2.0, backoff_factor=0.5, growth_interval=3, _growth_tracker=1),
+    dict(scale=4.0, growth_factor=2.0, backoff_factor=0.5, growth_interval=3, _growth_tracker=1.5),
+    dict(scale=INF, growth_factor=2.0, backoff_factor=0.5, growth_interval=3, _growth_tracker=True),
+], ids=["tensor", "numpy", "ints", "str-scale", "float-tracker", "inf-scale"])
+def test_load_state_dict_with_values_of_every_type_like_torch(values, lazy):
+    def script(cls):
+        s = cls("cpu")
+        if lazy:
+            s.scale(torch.ones(()))
+        s.load_state_dict(dict(values))
+        p = nn.Parameter(torch.ones(2))
+        opt = torch.optim.SGD([p], lr=0.1)
+        s.scale(p.sum()).backward()
+        s.step(opt)
+        s.update()
+        return repr(s.state_dict()), s._init_scale, s._init_growth_tracker, p.tolist()
+    assert outcome(lambda: script(GradScaler)) == outcome(lambda: script(TorchScaler))
+
+
+@pytest.mark.parametrize("how", ["pickle", "deepcopy", "copy"])
+@pytest.mark.parametrize("lazy", [False, True], ids=["before-scale", "after-scale"])
+def test_copies_of_a_scaler_like_torch(how, lazy):
+    import copy
+    clone = {"pickle": lambda s: pickle.loads(pickle.dumps(s)), "deepcopy": copy.deepcopy, "copy": copy.copy}[how]
+
+    def script(cls):
+        s = cls("cpu", init_scale=3.0)
+        if lazy:
+            s.scale(torch.ones(()))
+        b = clone(s)
+        return sorted(b.__dict__), repr(b.state_dict()), b._scale is None, b._per_optimizer_states["x"]
+    assert outcome(lambda: script(GradScaler)) == outcome(lambda: script(TorchScaler))
