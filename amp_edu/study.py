@@ -254,7 +254,7 @@ def compare_to_baseline(study: Study, recipe: str, metric: str = "eval_loss", *,
                         baseline: str = "fp32") -> Comparison:
     """Compare ``recipe`` with ``baseline`` on the final ``metric`` across seeds.
 
-    The call: ``diverged`` if any seed's final value is not finite; ``same`` if the means are
+    The call: ``diverged`` if any run's final value is not finite; ``same`` if the means are
     equal; ``within`` if ``|diff| <= spread`` (fp32's seed-to-seed std); ``clear`` if
     ``|diff| > 3 × spread``; ``unclear`` between the two (more seeds would decide).
     """
@@ -397,7 +397,7 @@ def _color(recipe: str, k: int):
 
 
 def plot_curves(study: Study, ax, metric: str = "eval_loss", *, band: str = "range"):
-    """Mean curve per recipe over the seeds, with a band: ``"range"`` (min–max) or ``"std"`` (±1 sd)."""
+    """Mean curve per recipe over the random seeds, with a band: ``"range"`` (min–max) or ``"std"`` (±1 sd)."""
     if band not in ("range", "std"):
         raise ValueError(f"band must be 'range' or 'std', got {band!r}")
     styles = ("-", "--", ":", "-.")
@@ -425,7 +425,7 @@ def plot_curves(study: Study, ax, metric: str = "eval_loss", *, band: str = "ran
 
 
 def plot_finals(study: Study, ax, metric: str = "eval_accuracy"):
-    """Each seed's final value as a dot per recipe, with the mean ± 1 sd as a bar: the spread at a glance."""
+    """Each run's final value as a dot per recipe, with the mean ± 1 sd as a bar: the spread at a glance."""
     for i, r in enumerate(study.recipes):
         vals = study.finals(r, metric)
         s = stats(vals)

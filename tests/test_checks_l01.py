@@ -113,7 +113,7 @@ def test_reference_fate_passes(capsys):
 
 
 @pytest.mark.parametrize("wrong, where, hint", [
-    (make_fate(zero_below=6e-8, zero_tie=False), "5.960464477539063e-08", "smallest value fp16 stores"),  # seed's 6e-8
+    (make_fate(zero_below=6e-8, zero_tie=False), "5.960464477539063e-08", "smallest value fp16 stores"),  # the tutorial's 6e-8
     (make_fate(zero_tie=False), "2.9802322387695312e-08", "a tie"),                          # 2^-25 kept
     (make_fate(zero_below=2.0 ** -24, zero_tie=False), "2.999999892949745e-08", "round UP to 2^-24"),  # truncating
     (make_fate(zero_below=2.0 ** -24), "5.960464477539063e-08", "smallest value fp16 stores"),  # 2^-24 for 2^-25

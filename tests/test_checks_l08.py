@@ -51,7 +51,8 @@ def _loop(*, autocast_loss=True, divide=True, clip_mode="unscale_first", step="s
                 optimizer.zero_grad()
             if update == "every_micro":
                 scaler.update()
-            stepping = (i % accum_steps == 0) if step_when == "last" else ((i - 1) % accum_steps == 0)
+            stepping = {"last": i % accum_steps == 0, "first": (i - 1) % accum_steps == 0,
+                        "every": True}[step_when]
             if stepping:
                 if max_norm is not None:
                     if clip_mode == "unscale_first":
@@ -71,15 +72,15 @@ def _loop(*, autocast_loss=True, divide=True, clip_mode="unscale_first", step="s
                     optimizer.step()
                 if update == "step":
                     scaler.update()
-                if zero == "after_step":
+                if zero == "after_step" or (zero == "after_group" and i % accum_steps == 0):
                     optimizer.zero_grad()
     return fn
 
 
-def seed_loop(model, optimizer, scaler, batches, *, accum_steps=1, max_norm=None, device_type="cpu",
+def tutorial_loop(model, optimizer, scaler, batches, *, accum_steps=1, max_norm=None, device_type="cpu",
               dtype=torch.float16):
-    """The seeds' loop (003), modernised: correct for one micro-batch per step, knows no accumulation
-    or clipping."""
+    """A widely copied tutorial's loop, modernised: correct for one micro-batch per step, knows no
+    accumulation or clipping."""
     for x, y in batches:
         with torch.autocast(device_type, dtype=dtype):
             loss = F.cross_entropy(model(x), y)
@@ -120,7 +121,7 @@ def test_situations_do_what_they_claim():
 
 
 @pytest.mark.parametrize("wrong, situation, text", [
-    (seed_loop, "clipping", "unscale_"),
+    (tutorial_loop, "clipping", "unscale_"),
     (_loop(clip_mode="clip_first"), "clipping", "unscale_"),
     (_loop(clip_mode="no_unscale"), "clipping", "unscale_"),
     (_loop(step="optimizer"), "first_steps_overflow", "skipped"),
@@ -134,6 +135,8 @@ def test_situations_do_what_they_claim():
     (_loop(zero="never"), "plain", "zeroed"),
     (_loop(step_when="first"), "accumulation", "accum_steps"),
     (_loop(unscale_every=True), "clipping", "unscale_"),
+    # the silent one: step and update on every micro-batch, zero only once per group (lesson 04 pitfall 3)
+    (_loop(step_when="every", zero="after_group"), "accumulation", "accum_steps"),
 ])
 def test_classic_mistakes_fail_in_the_situation_that_exposes_them(wrong, situation, text):
     with pytest.raises(CheckFailed) as err:
