@@ -178,7 +178,10 @@ def non_finite_check_and_unscale_(grads: list[torch.Tensor], found_inf: torch.Te
     The same contract as torch's private ``_amp_foreach_non_finite_check_and_unscale_``: ``grads``
     are float32/float64/float16/bfloat16 strided tensors on one device (dtypes may mix);
     ``found_inf`` and ``inv_scale`` are float32 one-element tensors on that device, of shape ``()``
-    or ``(1,)``. Anything else raises torch's error, with its message. The check looks at the scaled values: with a scale below 1, ``inv_scale > 1`` can
+    or ``(1,)``. Anything else raises torch's error, with its message -- with two differences:
+    for a sparse tensor torch's dispatcher appends its list of backends, which is left out here;
+    and the CUDA messages are written from torch's CUDA kernel but, without a GPU at hand, not
+    yet compared with it at test time (``tools/device_check.sh`` runs those tests on a GPU). The check looks at the scaled values: with a scale below 1, ``inv_scale > 1`` can
     push a large finite gradient to inf, and that is not an overflow of the *scaled* gradient.
     The gradients are multiplied even when a non-finite value is found (the step will be skipped).
 
