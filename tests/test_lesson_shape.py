@@ -91,7 +91,7 @@ def test_no_private_source_wording(lesson):
     """Corrections are framed as "a widely copied tutorial says ..."; the course's private
     background texts are never named."""
     text = "\n".join(c.source for c in _nb(lesson).cells)
-    hits = re.findall(r".{0,30}(?:seed texts?|seeds')(?:.{0,30})", text, re.I)
+    hits = re.findall(r".{0,30}(?:seed texts?|\bseeds'(?=\s))(?:.{0,30})", text, re.I)   # not SIZE['seeds']
     assert not hits, f"names the private background texts: {hits[:3]}"
 
 
