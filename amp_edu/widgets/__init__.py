@@ -14,3 +14,5 @@ from .debug import LayerExplorer, explore_layers, layer_explorer  # lesson 09
 from .scaler import ScaleExplorer, scale_explorer, simulate_scale  # lesson 04
 from .loss_scale import LossScaleExplorer, loss_scale_explorer, loss_scale_summary  # lessons 02-03
 from .study import StudyExplorer, study_explorer, study_view  # lesson 08
+from .fp8 import Fp8ScalingExplorer, fp8_scaling_explorer, scaling_errors  # lesson 10
+from .distributed import RankScaleExplorer, rank_scale_explorer, simulate_ranks  # lesson 11
