@@ -6,14 +6,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from amp_edu import recipes
+from amp_edu.study import num_threads
 
 
 @pytest.fixture(autouse=True)
 def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+    with num_threads(1):           # tiny models: thread start-up dominates, and the machine is shared
+        yield
 
 
 def net(seed=0):

@@ -7,15 +7,13 @@ import torch
 
 from amp_edu import data, models, recipes
 from amp_edu import train as T
+from amp_edu.study import num_threads
 
 
 @pytest.fixture(autouse=True)
 def one_thread():
-    # tiny models: thread start-up dominates, and the machine is shared
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+    with num_threads(1):           # tiny models: thread start-up dominates, and the machine is shared
+        yield
 
 
 @pytest.fixture(scope="module")

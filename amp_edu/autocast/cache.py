@@ -85,7 +85,8 @@ class WeightCache:
 
     def caster(self, lower: torch.dtype, enabled: bool = True):
         """``cast(t, to)`` for a region whose low-precision dtype is ``lower``: :meth:`cast` with
-        its arguments bound, made once per setting (the mode's hot path calls it per tensor)."""
+        its arguments bound, made once per setting (the mode's hot path calls it per tensor).
+        The caller passes ``enabled=False`` in inference mode (it checks once per op, not per tensor)."""
         key = (lower, enabled)
         fn = self._casters.get(key)
         if fn is not None:
@@ -93,13 +94,13 @@ class WeightCache:
         if not enabled:
             fn = _plain_to
         else:
-            store, f32 = self._store, torch.float32
-            is_cached, inference, grad_on = (torch._C._is_cached_tensor, torch.is_inference_mode_enabled,
-                                             torch.is_grad_enabled)
+            store, f32, is_cached, methods = self._store, torch.float32, torch._C._is_cached_tensor, _CAST_METHOD
+            grad_on = torch.is_grad_enabled
 
             def fn(t, to):
+                method = methods.get(to)
                 if (to is lower and t.requires_grad and t.is_leaf and t.dtype is f32 and not t._is_view()
-                        and not is_cached(t) and not inference()):
+                        and not is_cached(t)):
                     k = (id(t), to)
                     hit = store.get(k)
                     if hit is not None and hit[0]() is t:
@@ -107,13 +108,13 @@ class WeightCache:
                         return hit[1]
                     self.misses += 1
                     if grad_on():
-                        out = _plain_to(t, to)
+                        out = method(t)
                     else:
-                        with torch.enable_grad():      # keep the autograd edge in a no_grad forward
-                            out = _plain_to(t, to)
+                        with torch.enable_grad():      # a no_grad forward: keep the autograd edge anyway
+                            out = method(t)
                     store[k] = (weakref.ref(t), out)
                     return out
-                return _plain_to(t, to)
+                return method(t) if method is not None else t.to(dtype=to)
         self._casters[key] = fn
         return fn
 

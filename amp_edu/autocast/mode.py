@@ -78,7 +78,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from .cache import WeightCache
-from .policy import ALIASES, POLICIES, decide, lookup, op_name
+from .policy import ALIASES, CONDITIONAL, FP32, LOWER, POLICIES, cast_arguments, decide, lookup, op_name
 
 __all__ = ["autocast", "is_autocast_enabled", "get_autocast_dtype", "get_autocast_policy",
            "is_autocast_cache_enabled", "clear_autocast_cache", "is_autocast_available", "redispatch", "COMPOSITE_OPS",
@@ -250,6 +250,7 @@ def redispatch(func, types_, args, kwargs):
 _is_enabled = torch._C.is_autocast_enabled
 _get_dtype = torch._C.get_autocast_dtype
 _cache_on = torch._C.is_autocast_cache_enabled
+_inference = torch.is_inference_mode_enabled
 
 
 def _autocast_device(args, kwargs):
@@ -286,6 +287,7 @@ class _AutocastMode(TorchFunctionMode):
         self.own_policy = True
         self.policy = state.policy            # this thread's per-device tables (shared dict)
         self.cache = state.cache
+        self._cached_casts: dict = {}          # lower dtype -> self.cache.caster(lower, True)
         self.opening = state.opening
         self._guard = torch._C._ExcludeDispatchKeyGuard(_AUTOCAST_KEYS)   # reusable, not re-entrant
         self._guard_busy = False
@@ -338,17 +340,41 @@ class _AutocastMode(TorchFunctionMode):
                 return func(*args, **kwargs)
             _warn_composite(route[1], args, kwargs)
             return self.excluded(func, args, kwargs)
-        device = _autocast_device(args, kwargs)
-        if device is None:
-            return func(*args, **kwargs)
-        kind = lookup(self.policy[device], route, args, kwargs)
+        # an op a table lists or torch registers: the hot path, written out
+        first = args[0] if args else None
+        if type(first) is torch.Tensor and first.is_cpu and _is_enabled("cpu"):
+            device = "cpu"
+        else:
+            device = _autocast_device(args, kwargs)
+            if device is None:
+                return func(*args, **kwargs)
+        table = self.policy[device]
+        kind = POLICIES[table].get(route)
+        if kind is not None and route in CONDITIONAL[table]:
+            kind = lookup(table, route, args, kwargs)
         if kind is not None:
             lower = _get_dtype(device)
-            args, kwargs = decide(kind, args, kwargs, device_type=device, dtype=lower,
-                                  cast=self.cache.caster(lower, _cache_on()))
+            if _cache_on() and not _inference():
+                cast = self._cached_casts.get(lower) or self._cached_casts.setdefault(
+                    lower, self.cache.caster(lower, True))
+            else:
+                cast = self.cache.caster(lower, False)
+            if kind == LOWER:
+                args, kwargs = cast_arguments(args, kwargs, lower, device, cast)
+            elif kind == FP32:
+                args, kwargs = cast_arguments(args, kwargs, torch.float32, device, cast)
+            else:
+                args, kwargs = decide(kind, args, kwargs, device_type=device, dtype=lower, cast=cast)
         if self.own_policy and route not in TORCH_REGISTERED[device]:
             return func(*args, **kwargs)
-        return self.excluded(func, args, kwargs)
+        if self._guard_busy:
+            return self.excluded(func, args, kwargs)
+        self._guard_busy = True                          # self.excluded(), written out
+        try:
+            with self._guard:
+                return func(*args, **kwargs)
+        finally:
+            self._guard_busy = False
 
 
 def _route_as_op(func):

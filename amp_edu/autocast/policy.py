@@ -35,17 +35,19 @@ Composite ops. PyTorch's autocast works in the dispatcher, so an op that is *not
 is implemented by calling ops that are (a "composite") gets autocast behaviour from its parts. We
 work above autograd at the Python level: Python-level composites (``F.softmax``, ``F.normalize``,
 ``nn.MultiheadAttention``) are opened up by the mode (see ``mode.py``), but C++ composites are
-opaque to us. The ones that matter in practice are listed in ``COMPOSITES`` with the category their
-parts give them. Known differences that remain (each measured in the tests):
+opaque to us. The mode lets torch's own dispatcher-level autocast cast their parts when the region
+uses the device's own table (``mode.py`` explains how, and why that is not torch doing *our*
+casting); the ones that matter in practice are also listed in ``COMPOSITES`` with the category
+their parts give them, so the casts happen at the composite's entry where we can see them (and
+under a foreign policy, where torch's casting of the parts is switched off). Known differences
+that remain (each measured in the tests):
 
 * ``cross_entropy_loss`` (CUDA policy): torch runs ``log_softmax`` in the input dtype and
   ``nll_loss`` in fp32; we cast the logits to fp32 first. Same fp32 result dtype, slightly *more*
   accurate numbers here. ``pairwise_distance`` likewise (the difference ``x1 - x2`` in fp32).
-* Other C++ composites reach a listed op only for some shapes or arguments, and run untouched
-  here, in their input dtype. On the CPU: ``torch.matrix_power`` (``mm`` for |n| >= 2),
-  ``torch.inner`` and ``torch.tensordot`` (``mm`` for some shapes), ``einsum`` with three or more
-  operands. (Two-operand ``einsum`` is handled: it reaches ``bmm`` exactly when the operands share
-  an index the output sums away.)
+* Under a foreign policy (``policy="cuda"`` on CPU tensors) the parts of unlisted C++ composites
+  (``torch.matrix_power``, ``torch.inner``, the RNN ops, ...) run uncast; ``mode.COMPOSITE_OPS``
+  warn once each, naming the op.
 * Named-tensor (Dimname) overloads are not registered in torch; we treat them like the others.
 * The weight cache is keyed by tensor *and* dtype (torch keys by tensor only, so a nested region
   with a different low-precision dtype could be handed the other dtype's cached copy).
@@ -61,7 +63,7 @@ import torch
 __all__ = [
     "LOWER", "FP32", "FP32_DTYPE", "PROMOTE", "BANNED", "KINDS",
     "POLICIES", "COMPOSITES", "ALIASES", "BCE_BANNED_MESSAGE", "ELIGIBLE_DTYPES",
-    "op_name", "kind_of", "lookup", "is_eligible", "iter_tensors", "promote_dtype", "has_explicit_dtype", "decide",
+    "op_name", "kind_of", "lookup", "CONDITIONAL", "cast_arguments", "is_eligible", "iter_tensors", "promote_dtype", "has_explicit_dtype", "decide",
 ]
 
 LOWER, FP32, FP32_DTYPE, PROMOTE, BANNED = "lower", "fp32", "fp32_dtype", "promote", "banned"
@@ -206,6 +208,9 @@ _CONDITIONS: dict[tuple[str, str], Callable[[tuple, dict], bool]] = {
     ("cpu", "chain_matmul"): _two_or_more_matrices,
 }
 
+#: policy -> the ops whose table entry applies only to some calls (see ``_CONDITIONS``)
+CONDITIONAL = {p: frozenset(op for q, op in _CONDITIONS if q == p) for p in ("cuda", "cpu")}
+
 _KNOWN = set(_CUDA) | set(_CPU) | set(COMPOSITES["cuda"]) | set(COMPOSITES["cpu"])
 
 
@@ -296,6 +301,26 @@ def _plain_cast(t: torch.Tensor, to: torch.dtype) -> torch.Tensor:
     return method(t) if method is not None else t.to(dtype=to)
 
 
+def cast_arguments(args: tuple, kwargs: dict, to: torch.dtype, device_type: str, cast=None):
+    """``(args, kwargs)`` with every eligible tensor not already of dtype ``to`` replaced by
+    ``cast(t, to)`` (default ``t.to(to)``), looking inside lists and tuples: the work of the
+    ``lower`` and ``fp32`` categories (:func:`decide` calls it; so does the mode's hot path, which
+    is why the common case -- tensors on the CPU, no nesting -- is written out here)."""
+    cast = cast or _plain_cast
+    if device_type != "cpu":
+        return _cast_all(args, kwargs, to, _on_device(device_type), cast)
+    on_cpu = _ON_DEVICE["cpu"]
+    args = tuple([(cast(a, to) if a.dtype is not to and a.dtype in ELIGIBLE_DTYPES and a.is_cpu else a)
+                  if isinstance(a, torch.Tensor) else
+                  _cast_tree(a, to, on_cpu, cast) if isinstance(a, (list, tuple)) else a
+                  for a in args])
+    if kwargs:
+        for v in kwargs.values():
+            if isinstance(v, (torch.Tensor, list, tuple)):
+                return args, {k: _cast_tree(v, to, on_cpu, cast) for k, v in kwargs.items()}
+    return args, kwargs
+
+
 def _cast_all(args: tuple, kwargs: dict, to: torch.dtype, on_device, cast):
     """:func:`_cast_tree` over the positional and keyword arguments (tensors checked inline)."""
     out = []
@@ -354,9 +379,9 @@ def decide(kind: str, args: tuple, kwargs: dict, *, device_type: str, dtype: tor
     """
     cast = cast or _plain_cast
     if kind == LOWER:
-        return _cast_all(args, kwargs, dtype, _on_device(device_type), cast)
+        return cast_arguments(args, kwargs, dtype, device_type, cast)
     if kind == FP32:
-        return _cast_all(args, kwargs, torch.float32, _on_device(device_type), cast)
+        return cast_arguments(args, kwargs, torch.float32, device_type, cast)
     if kind == PROMOTE:
         return _cast_all(args, kwargs, promote_dtype(args, kwargs, device_type, dtype),
                          _on_device(device_type), cast)
