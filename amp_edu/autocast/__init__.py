@@ -3,7 +3,8 @@
 =================  ===============================================================
 ``policy``         the op tables (CUDA and CPU) and the cast decision per category
 ``cache``          the weight-cast cache and its lifetime
-``mode``           ``autocast`` itself: the TorchFunctionMode, nesting, thread-local state
+``mode``           ``autocast`` itself: the TorchFunctionMode, the autocast state it shares with
+                   torch (so torch's queries see a region), nesting, thread-local state
 ``custom``         ``custom_fwd`` / ``custom_bwd`` for custom autograd Functions
 ``trace``          ``trace_dtypes``: the dtype of every op's inputs and outputs, measured
 =================  ===============================================================

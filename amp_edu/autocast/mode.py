@@ -59,6 +59,12 @@ Where we differ from torch by construction (besides the op-level notes in ``poli
   region's state (torch's dispatcher-level autocast casts them, as it would under
   ``torch.autocast``; torch advises against it). The backward of custom autograd Functions written
   in Python is cast by the mode.
+* ``torch.utils.checkpoint`` recomputes under ``torch.autocast`` with the state it saved (enabled,
+  dtype, cache): the device's own table, which is the region's under the default policy. Under a
+  foreign policy the recompute uses torch's table instead (the non-reentrant checkpoint then
+  reports the changed dtypes as a CheckpointError); checkpoint with the device's own policy.
+* TorchScript code (``torch.jit.script``) runs below the Python layer, so no TorchFunctionMode
+  sees it; torch's dispatcher-level autocast casts it, by torch's table for the device.
 * torch keeps one weight cache for the whole process (cleared when any thread's outermost region
   exits); ours is per thread, and keyed by tensor *and* dtype (see ``cache.py``).
 * Skipping one hop of ``__torch_function__`` uses ``torch._C._skip_one_hop_torch_function``
