@@ -37,7 +37,7 @@ def _registered(key):
 
 @pytest.mark.skipif(tuple(int(v) for v in torch.__version__.split(".")[:2]) < TABLES_FROM,
                     reason="the tables follow torch 2.13's registrations; older torch registers fewer ops")
-@pytest.mark.parametrize("key, table", [("AutocastCUDA", policy._CUDA), ("AutocastCPU", policy._CPU)])
+@pytest.mark.parametrize("key, table", [("AutocastCUDA", policy.REGISTERED["cuda"]), ("AutocastCPU", policy.REGISTERED["cpu"])])
 def test_tables_equal_torch_registrations(key, table):
     reg = _registered(key)
     assert reg == set(table), f"missing: {sorted(reg - set(table))}, extra: {sorted(set(table) - reg)}"
@@ -84,14 +84,14 @@ def test_a_wrong_table_is_caught(monkeypatch):
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU to run torch's CUDA autocast")
 def test_cuda_policy_equals_torch_cuda_autocast():
-    L = agreement._lists().AutocastTestLists(torch.device("cuda"))
+    L = agreement.torch_lists().AutocastTestLists(torch.device("cuda"))
     for op, args in [e[:2] for e in L.torch_fp16 + L.torch_fp32 + L.torch_need_autocast_promote
                      if len(e) == 2 or isinstance(e[2], (dict, bool)) and not e[2]]:
         with torch.autocast("cuda"):
             t = getattr(torch, op)(*args)
         with autocast("cuda"):
             o = getattr(torch, op)(*args)
-        assert agreement._first_tensor(t).dtype == agreement._first_tensor(o).dtype, op
+        assert next(policy.iter_tensors(t)).dtype == next(policy.iter_tensors(o)).dtype, op
 
 
 def test_everyday_calls_match_torch_cpu_autocast_except_documented_gaps():

@@ -33,7 +33,8 @@ import torch
 from .mode import autocast
 from .policy import iter_tensors
 
-__all__ = ["Check", "Report", "cpu_checks", "cuda_checks", "run"]
+__all__ = ["Check", "Report", "cpu_checks", "cuda_checks", "run", "torch_lists", "by_list", "everyday",
+           "everyday_calls", "KNOWN_GAPS"]
 
 _NOT_RUNNABLE = "not runnable here"
 _DTYPE_NAMES = {"float16", "bfloat16", "float32", "float64", "bool"}
@@ -95,7 +96,8 @@ class Report:
                 f"to the hand-cast control; {len(self.not_runnable)} not runnable on this device")
 
 
-def _lists():
+def torch_lists():
+    """torch's own autocast test lists (``torch.testing._internal.autocast_test_lists``)."""
     try:
         from torch.testing._internal import autocast_test_lists as atl
     except ImportError as exc:  # pragma: no cover - expecttest is a test dependency
@@ -147,7 +149,7 @@ def _name(dtype) -> str:
 
 def cpu_checks() -> list[Check]:
     """Every check of torch's CPU autocast tests (bf16 and fp16 regions)."""
-    L = _lists().AutocastCPUTestLists(torch.device("cpu"))
+    L = torch_lists().AutocastCPUTestLists(torch.device("cpu"))
     both = (torch.bfloat16, torch.float16)
     low = lambda e, amp: _name(amp)  # noqa: E731
     f32 = lambda e, amp: "float32"  # noqa: E731
@@ -168,7 +170,7 @@ def cpu_checks() -> list[Check]:
 
 def cuda_checks() -> list[Check]:
     """Every check of torch's CUDA autocast tests, for the CUDA policy (fp16; bf16 where torch tests it)."""
-    L = _lists().AutocastTestLists(torch.device("cpu"))
+    L = torch_lists().AutocastTestLists(torch.device("cpu"))
     fp16, both = (torch.float16,), (torch.float16, torch.bfloat16)
     low = lambda e, amp: _name(amp)  # noqa: E731
     f32 = lambda e, amp: "float32"  # noqa: E731

@@ -62,7 +62,7 @@ import torch
 
 __all__ = [
     "LOWER", "FP32", "FP32_DTYPE", "PROMOTE", "BANNED", "KINDS",
-    "POLICIES", "COMPOSITES", "ALIASES", "BCE_BANNED_MESSAGE", "ELIGIBLE_DTYPES",
+    "POLICIES", "REGISTERED", "COMPOSITES", "ALIASES", "BCE_BANNED_MESSAGE", "ELIGIBLE_DTYPES",
     "op_name", "kind_of", "lookup", "CONDITIONAL", "cast_arguments", "is_eligible", "iter_tensors", "promote_dtype", "has_explicit_dtype", "decide",
 ]
 
@@ -156,6 +156,9 @@ ALIASES = {
     # Python operator spellings of listed ops (Tensor.__matmul__ is the matmul op)
     "__matmul__": "matmul", "__rmatmul__": "matmul", "__pow__": "pow", "__rpow__": "pow",
 }
+
+#: per policy, the ops torch registers for its autocast dispatch key (POLICIES less COMPOSITES)
+REGISTERED: dict[str, dict[str, str]] = {"cuda": _CUDA, "cpu": _CPU}
 
 POLICIES: dict[str, dict[str, str]] = {
     "cuda": {**_CUDA, **COMPOSITES["cuda"]},
