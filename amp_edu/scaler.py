@@ -32,6 +32,17 @@ drives both side by side). Torch does steps 2 and 4 in two fused private kernels
 numbers, is :func:`update_rule`), written with public tensor ops. On a GPU, like torch's, they
 never read a value back to Python, so the CPU does not wait for the GPU until ``step`` asks
 whether to skip.
+
+**DTensor gradients (FSDP2).** Under ``fully_shard`` every gradient is a ``DTensor`` and each rank
+holds one shard of it. Torch's DTensor dispatcher has a rule for the fused check
+(``found_inf_reduce_handler`` in ``torch/distributed/tensor/_dispatch.py``): run it on the local
+shards, then replace ``found_inf`` by its MAX over the mesh dimensions that the group's first
+gradient is sharded on (``Replicate`` dimensions are left alone), once per device-and-dtype group.
+So an inf in any rank's shard makes *every* rank's ``found_inf`` 1 and every rank skips alike.
+This class applies the same rule itself (:func:`max_over_mesh_`), with the same collective per
+group, so its ``found_inf``, skip decisions, scale and parameters match torch's under FSDP2 too
+(``tests/test_distributed_scaler.py``). FSDP's ``ShardedGradScaler`` then also *sums* the
+result over the process group, so there it reads 2 on each of two ranks.
 """
 
 from __future__ import annotations
@@ -39,6 +50,7 @@ from __future__ import annotations
 import inspect
 import math
 import struct
+import sys
 import warnings
 from collections import abc, defaultdict
 from importlib.util import find_spec
@@ -48,7 +60,8 @@ import numpy as np
 import torch
 from torch.amp import grad_scaler as _torch_grad_scaler
 
-__all__ = ["GradScaler", "OptState", "inverse_scale", "non_finite_check_and_unscale_", "update_rule", "update_scale_"]
+__all__ = ["GradScaler", "OptState", "inverse_scale", "is_dtensor", "local_tensor", "max_over_mesh_",
+           "non_finite_check_and_unscale_", "update_rule", "update_scale_"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -195,6 +208,58 @@ def non_finite_check_and_unscale_(grads: list[torch.Tensor], found_inf: torch.Te
     for g in grads:
         by_shape.setdefault((g.shape, g.dtype), []).append(g)     # stacking needs one dtype
     _check_and_unscale_(by_shape, found_inf, inv_scale)
+
+
+# --------------------------------------------------------------------------------------------
+# DTensor gradients (FSDP2): torch's dispatcher gives the fused check a rule of its own.
+# --------------------------------------------------------------------------------------------
+
+def _dtensor_class():
+    """``torch.distributed.tensor.DTensor`` once something has imported it, else ``None``: no DTensor
+    can exist before that module is loaded, so the scaler never has to import it itself."""
+    return getattr(sys.modules.get("torch.distributed.tensor"), "DTensor", None)
+
+
+def is_dtensor(t) -> bool:
+    """Is ``t`` a ``torch.distributed.tensor.DTensor`` (what FSDP2's parameters and gradients are)?"""
+    dtensor = _dtensor_class()
+    return dtensor is not None and isinstance(t, dtensor)
+
+
+def local_tensor(t: torch.Tensor) -> torch.Tensor:
+    """The part of ``t`` this rank holds: a DTensor's local shard (sharing its storage), or ``t``."""
+    return t.to_local() if is_dtensor(t) else t
+
+
+def _mesh_groups(dtensor) -> list:
+    """The process groups over which a DTensor is split (its mesh dimensions that are not
+    ``Replicate``): a ``found_inf`` computed on the local shard is MAX-reduced over them."""
+    from torch.distributed.tensor import Replicate
+    placements, mesh = dtensor.placements, dtensor.device_mesh
+    return [mesh.get_group(d) for d, p in enumerate(placements) if not isinstance(p, Replicate)]
+
+
+def max_over_mesh_(found_inf: torch.Tensor, dtensor) -> None:
+    """DTensor's rule for the fused check (``found_inf_reduce_handler`` in
+    ``torch/distributed/tensor/_dispatch.py``), after the local check: ``found_inf`` becomes its
+    MAX over the mesh dimensions ``dtensor`` (the group's *first* gradient) is sharded on, so every
+    rank holding a piece of the gradients ends with the same 0 or 1."""
+    import torch.distributed as dist
+    for group in _mesh_groups(dtensor):
+        dist.all_reduce(found_inf, op=dist.ReduceOp.MAX, group=group)
+
+
+def _refuse_mixed_(grads: list, dtensor) -> None:
+    """Torch's dispatcher refuses a list that mixes DTensors with plain tensors of more than one
+    element (a one-element tensor is taken as replicated), before any work is done."""
+    if torch._C._get_dtensor_allow_implicit_replication():
+        return
+    if any(not isinstance(g, dtensor) and g.numel() != 1 for g in grads):
+        raise RuntimeError(
+            "aten._amp_foreach_non_finite_check_and_unscale_.default: got mixed torch.Tensor and DTensor, "
+            "need to convert all torch.Tensor to DTensor before calling distributed operators! Please see "
+            "https://docs.pytorch.org/docs/main/distributed.tensor.html#mixed-tensor-and-dtensor-operations "
+            "for more details.")
 
 
 def _to_float32(x: float) -> float:
@@ -425,9 +490,9 @@ class GradScaler:
         """Unscale ``optimizer``'s gradients, grouped by device and dtype (one fused pass per group);
         returns ``{device: found_inf}``."""
         inv_scales, found_infs = _PerDevice(inv_scale), _PerDevice(found_inf)
-        # {device: {dtype: {shape: [grads]}}}: one fused check-and-unscale per device and dtype, in
-        # the order torch visits them (so a refused dtype raises after the same groups are done)
-        groups: dict[torch.device, dict[torch.dtype, dict[torch.Size, list[torch.Tensor]]]] = {}
+        # {device: {dtype: [grads]}}: one fused check-and-unscale per device and dtype, in the
+        # order torch visits them (so a refused dtype raises after the same groups are done)
+        groups: dict[torch.device, dict[torch.dtype, list[torch.Tensor]]] = {}
         with torch.no_grad():
             for group in optimizer.param_groups:
                 for param in group["params"]:
@@ -445,12 +510,29 @@ class GradScaler:
                         if grad.dtype is torch.float16:
                             param.grad = grad = grad.coalesce()
                         grad = grad._values()
-                    by_dtype = groups.setdefault(grad.device, {})
-                    by_dtype.setdefault(grad.dtype, {}).setdefault(grad.shape, []).append(grad)
+                    groups.setdefault(grad.device, {}).setdefault(grad.dtype, []).append(grad)
             for device, by_dtype in groups.items():
-                for by_shape in by_dtype.values():
-                    _check_and_unscale_(by_shape, found_infs.get(device), inv_scales.get(device))
+                for grads in by_dtype.values():
+                    self._check_and_unscale_group_(grads, found_infs.get(device), inv_scales.get(device))
         return found_infs.copies
+
+    def _check_and_unscale_group_(self, grads: list[torch.Tensor], found_inf: torch.Tensor,
+                                  inv_scale: torch.Tensor) -> None:
+        """Check and unscale gradients of one device and dtype: what torch does in one call of its
+        fused kernel. For DTensor gradients (FSDP2) torch's dispatcher runs that call on each
+        rank's local shards and then MAX-reduces ``found_inf`` over the mesh; so does this."""
+        dtensor = _dtensor_class()
+        if dtensor is None or not any(isinstance(g, dtensor) for g in grads):
+            non_finite_check_and_unscale_(grads, found_inf, inv_scale)
+            return
+        _refuse_mixed_(grads, dtensor)
+        non_finite_check_and_unscale_([local_tensor(g) for g in grads], found_inf, inv_scale)
+        self._agree_within_mesh_(found_inf, grads[0])
+
+    def _agree_within_mesh_(self, found_inf: torch.Tensor, first_grad) -> None:
+        """DTensor's rule (:func:`max_over_mesh_`): MAX of ``found_inf`` over the mesh dimensions
+        the group's first gradient is sharded on."""
+        max_over_mesh_(found_inf, first_grad)
 
     def unscale_(self, optimizer) -> None:
         """Divide ``optimizer``'s gradients by ``S`` in place, and record whether any was inf/NaN.
@@ -528,7 +610,7 @@ class GradScaler:
             if state["stage"] == OptState.UNSCALED:            # gradients already divided by S
                 optimizer.grad_scale = getattr(optimizer, "grad_scale", None)
             else:
-                optimizer.grad_scale = self._scale * getattr(optimizer, "grad_scale", 1)
+                optimizer.grad_scale = self._get_scale_async() * getattr(optimizer, "grad_scale", 1)
             optimizer.found_inf = found_inf
         retval = optimizer.step(*args, **kwargs)
         state["stage"] = OptState.STEPPED
@@ -574,13 +656,17 @@ class GradScaler:
     # ---- getters and setters ------------------------------------------------------------------
 
     def _get_scale_async(self) -> torch.Tensor | None:
+        """``S`` as the device tensor, without reading it (no sync); ``None`` before the first
+        ``scale()``. Private in torch too, but part of the old ``grad_scaler=`` protocol: an
+        optimizer handed the scaler asks it for the scale this way."""
         return self._scale
 
     def get_scale(self) -> float:
         """``S`` as a Python float (1.0 when disabled). Reads the device: a sync on a GPU."""
         if not self._enabled:
             return 1.0
-        return self._init_scale if self._scale is None else self._scale.item()
+        scale = self._get_scale_async()
+        return self._init_scale if scale is None else scale.item()
 
     def get_growth_factor(self) -> float:
         return self._growth_factor

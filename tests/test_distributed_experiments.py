@@ -40,6 +40,45 @@ def test_fsdp2_two_ranks_bit_identical_to_torch(two_ranks, case):
     assert (r0["scale"], r0["tracker"], r0["steps_taken"]) == (r1["scale"], r1["tracker"], r1["steps_taken"])
 
 
+@pytest.mark.parametrize("case", list(parity.GRAD_SCALER_CASES))
+def test_grad_scaler_on_dtensor_gradients_bit_identical_to_torch(both_ranks, case):
+    """amp_edu.scaler.GradScaler against torch.amp.GradScaler under FSDP2: no all-reduce of their
+    own, so any agreement across ranks comes from DTensor's MAX rule (torch's dispatcher for
+    torch's class, applied by the scaler itself for ours)."""
+    recs = [r["grad_scaler_parity"][case] for r in both_ranks]
+    for rank in (0, 1):
+        assert parity.compare_records(recs[rank]["torch"], recs[rank]["ours"]) == [], (rank, case)
+    assert recs[0]["ours"]["found_inf"] == recs[1]["ours"]["found_inf"]          # the ranks agree ...
+    assert (recs[0]["ours"]["scale"], recs[0]["ours"]["steps_taken"]) == (recs[1]["ours"]["scale"],
+                                                                        recs[1]["ours"]["steps_taken"])
+
+
+def test_grad_scaler_cases_inject_on_one_rank_and_skip_on_both(both_ranks):
+    rec = [r["grad_scaler_parity"]["infs and a NaN on one rank at a time, Adam"]["ours"] for r in both_ranks]
+    for step in (2, 4, 6):                        # an inf (or NaN) in one rank's shard only
+        assert rec[0]["found_inf"][step] == rec[1]["found_inf"][step] == [1.0]    # MAX, not a SUM
+    taken = [c[0] for c in rec[0]["steps_taken"]]
+    assert taken[2] == taken[1] and taken[4] == taken[3] and taken[6] == taken[5]  # skipped
+    assert taken[-1] == len(taken) - 3
+
+
+@pytest.mark.parametrize("kind", list(parity.DTENSOR_KINDS) + ["mixed"])
+def test_fused_check_on_dtensors_matches_torchs_dispatcher(both_ranks, kind):
+    """Placements torch's rule reads (the first gradient's; Replicate dims not reduced; 2-d
+    meshes) and the error for DTensors mixed with a plain tensor, on both ranks."""
+    for rank in (0, 1):
+        theirs, ours = both_ranks[rank]["dtensor_kernel"][kind]["torch"], both_ranks[rank]["dtensor_kernel"][kind]["ours"]
+        assert theirs[0] == ours[0], (rank, kind)
+        if isinstance(theirs[1], str):
+            assert theirs[1] == ours[1] and "mixed torch.Tensor and DTensor" in ours[1]
+        else:
+            assert all(torch.equal(a, b) for a, b in zip(theirs[1], ours[1])), (rank, kind)
+    first_replicated = kind in ("replicate", "replicate first, then shard", "2-d mesh, sharded on the inner (size-1) dim")
+    if kind != "mixed":                           # the inf is in rank 1's piece only
+        assert both_ranks[0]["dtensor_kernel"][kind]["ours"][0] == (0.0 if first_replicated else 1.0)
+        assert both_ranks[1]["dtensor_kernel"][kind]["ours"][0] == 1.0
+
+
 def test_infs_were_really_injected_and_skipped(two_ranks):
     rec = two_ranks[0]["fp16 params (mp_policy), injected infs"]["ours"]
     assert rec["found_inf"][2] == [2.0]            # rank 1's inf: MAX over the mesh, then SUM over 2 ranks
@@ -87,6 +126,7 @@ def test_fsdp2_policies_train_and_report_equal_curves_on_both_ranks(exp):
 def test_the_scalers_on_dtensor_gradients(exp):
     c0, c1 = exp[0]["scaler"]["checks"], exp[1]["scaler"]["checks"]
     assert c0["torch.amp.GradScaler"] == c1["torch.amp.GradScaler"] == 1.0     # DTensor's MAX rule
+    assert c0["amp_edu.scaler.GradScaler"] == c1["amp_edu.scaler.GradScaler"] == 1.0   # ... applied by ours
     assert c0["LocalShardGradScaler (the bug)"] == 0.0 and c1["LocalShardGradScaler (the bug)"] == 1.0
     assert c0["amp_edu ShardedGradScaler"] == c1["amp_edu ShardedGradScaler"] == c0["torch ShardedGradScaler"] == 2.0
 

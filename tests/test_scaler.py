@@ -674,7 +674,7 @@ class OldStyle(torch.optim.SGD):
     def step(self, closure=None, grad_scaler=None):
         found = grad_scaler._check_inf_per_device(self)
         if not sum(v.item() for v in found.values()):
-            inv = 1.0 / grad_scaler.get_scale()
+            inv = 1.0 / grad_scaler._get_scale_async().item()   # how such optimizers ask for S
             for group in self.param_groups:
                 for p in group["params"]:
                     p.grad.mul_(inv)

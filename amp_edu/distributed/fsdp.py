@@ -17,9 +17,9 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from ..scaler import local_tensor
 from .launch import current, progress
 from .parity import shard, tiny_mlp
-from .sharded_scaler import local_tensor
 
 __all__ = ["POLICIES", "policy", "train_policies", "to_study", "reduce_error", "memory", "WIDTHS"]
 

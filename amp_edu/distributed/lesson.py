@@ -68,7 +68,9 @@ def all_experiments(rank: int, world_size: int, size: dict, ckpt_dir: str) -> di
 
 
 def everything(rank: int, world_size: int, size: dict, ckpt_dir: str) -> dict:
-    """For the tests: the lesson's experiments and every parity case in one launch, so the rank
-    start-up is paid once."""
+    """For the tests: the lesson's experiments and every parity case (both scalers, and torch's
+    fused check on DTensors) in one launch, so the rank start-up is paid once."""
     return {"lesson": all_experiments(rank, world_size, size, ckpt_dir),
-            "parity": parity.scaler_parity(rank, world_size, None)}
+            "parity": parity.scaler_parity(rank, world_size, None),
+            "grad_scaler_parity": parity.grad_scaler_parity(rank, world_size, None),
+            "dtensor_kernel": parity.dtensor_kernel_parity(rank, world_size)}

@@ -18,9 +18,11 @@ import torch.distributed as dist
 from torch import nn
 
 from .launch import current, progress
-from .sharded_scaler import LocalShardGradScaler, ShardedGradScaler, local_tensor
+from ..scaler import local_tensor
+from .sharded_scaler import LocalShardGradScaler, ShardedGradScaler
 
-__all__ = ["CASES", "scaler_parity", "tiny_mlp", "shard", "compare_records", "inject_inf_"]
+__all__ = ["CASES", "GRAD_SCALER_CASES", "DTENSOR_KINDS", "scaler_parity", "grad_scaler_parity",
+           "dtensor_kernel_parity", "tiny_mlp", "shard", "compare_records", "inject_inf_"]
 
 # name -> settings; "inject": {step: [ranks whose first gradient shard gets an inf]}
 CASES = {
@@ -145,16 +147,97 @@ def _run_one(case: dict, scaler_cls, rank: int, seed: int = 0) -> dict:
     return rec
 
 
-def scaler_parity(rank: int, world_size: int, cases: dict | None = None, with_local: bool = False) -> dict:
-    """Rank function: ``{case: {"torch": record, "ours": record[, "local": record]}}`` for this rank."""
-    from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler as TorchSharded
-    cases = CASES if cases is None else cases
+def _side_by_side(rank: int, cases: dict, scalers: dict) -> dict:
     out = {}
     for i, (name, case) in enumerate(cases.items()):
         progress(f"case {i + 1}/{len(cases)}: {name}")
-        out[name] = {"torch": _run_one(case, TorchSharded, rank), "ours": _run_one(case, ShardedGradScaler, rank)}
-        if with_local:
-            out[name]["local"] = _run_one(case, LocalShardGradScaler, rank)
+        out[name] = {key: _run_one(case, cls, rank) for key, cls in scalers.items()}
+    return out
+
+
+def scaler_parity(rank: int, world_size: int, cases: dict | None = None, with_local: bool = False) -> dict:
+    """Rank function: ``{case: {"torch": record, "ours": record[, "local": record]}}`` for this rank."""
+    from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler as TorchSharded
+    scalers = {"torch": TorchSharded, "ours": ShardedGradScaler}
+    if with_local:
+        scalers["local"] = LocalShardGradScaler
+    return _side_by_side(rank, CASES if cases is None else cases, scalers)
+
+
+# The plain GradScaler refuses fp16 gradients (``model.half()``), so its cases keep fp32 shards.
+GRAD_SCALER_CASES = {
+    **{name: case for name, case in CASES.items() if case["policy"] != "half"},
+    "infs and a NaN on one rank at a time, Adam": dict(
+        policy="fp16", steps=10, optimizer="adam", inject={2: [1], 4: [0]}, nan_at={6: [1]},
+        scaler=dict(init_scale=2.0 ** 10, growth_interval=2)),
+}
+
+
+def grad_scaler_parity(rank: int, world_size: int, cases: dict | None = None) -> dict:
+    """Rank function: ``torch.amp.GradScaler`` and :class:`amp_edu.scaler.GradScaler` side by side
+    under FSDP2, with no all-reduce of their own: both rely on DTensor's MAX rule for the fused
+    check. ``{case: {"torch": record, "ours": record}}`` for this rank."""
+    from ..scaler import GradScaler as CourseGradScaler
+    return _side_by_side(rank, GRAD_SCALER_CASES if cases is None else cases,
+                         {"torch": torch.amp.GradScaler, "ours": CourseGradScaler})
+
+
+def _dtensor_grads(kind: str, rank: int):
+    """Gradients as DTensors on a 1-d mesh of the world or a 2-d (world, 1) mesh, with an inf in
+    rank 1's local piece only; ``kind`` picks the placements (torch's rule reads the first)."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import DTensor, Replicate, Shard
+    world = dist.get_world_size()
+    device = current().device
+    flat = init_device_mesh(device.type, (world,))
+    grid = init_device_mesh(device.type, (world, 1), mesh_dim_names=("outer", "inner"))
+    layouts = {
+        "shard": [(flat, (Shard(0),))] * 2,
+        "replicate": [(flat, (Replicate(),))] * 2,
+        "replicate first, then shard": [(flat, (Replicate(),)), (flat, (Shard(0),))],
+        "shard first, then replicate": [(flat, (Shard(0),)), (flat, (Replicate(),))],
+        "2-d mesh, sharded on the outer dim": [(grid, (Shard(0), Replicate()))] * 2,
+        "2-d mesh, sharded on the inner (size-1) dim": [(grid, (Replicate(), Shard(0)))] * 2,
+    }
+    grads = []
+    for i, (mesh, placements) in enumerate(layouts[kind]):
+        local = torch.full((3, 2), 2.0 ** (i + 3), device=device)
+        if rank == 1 and i == 1:
+            local[0, 0] = math.inf
+        grads.append(DTensor.from_local(local, mesh, placements, run_check=False))
+    return grads
+
+
+DTENSOR_KINDS = ("shard", "replicate", "replicate first, then shard", "shard first, then replicate",
+                 "2-d mesh, sharded on the outer dim", "2-d mesh, sharded on the inner (size-1) dim")
+
+
+def dtensor_kernel_parity(rank: int, world_size: int) -> dict:
+    """Rank function: torch's fused check on DTensor gradients (through the DTensor dispatcher) and
+    :class:`amp_edu.scaler.GradScaler`'s group check on the same gradients, for each placement
+    layout in :data:`DTENSOR_KINDS`, and for a list mixing DTensors with a plain tensor (an
+    error). ``{kind: {"torch": (found_inf, local grads), "ours": ...}}`` for this rank."""
+    from ..scaler import GradScaler as CourseGradScaler
+    device = current().device
+    inv = torch.full((), 0.25, device=device)
+    ours = CourseGradScaler(device.type)
+
+    def run(kind, check):
+        found = torch.zeros((), device=device)
+        if kind == "mixed":
+            grads = [_dtensor_grads("shard", rank)[0], torch.ones(2, device=device)]
+        else:
+            grads = _dtensor_grads(kind, rank)
+        try:
+            check(grads, found, inv)
+        except Exception as e:                                      # compared by type and message
+            return (type(e).__name__, str(e))
+        return (found.item(), [local_tensor(g).clone() for g in grads])
+
+    out = {}
+    for kind in DTENSOR_KINDS + ("mixed",):
+        out[kind] = {"torch": run(kind, torch._amp_foreach_non_finite_check_and_unscale_),
+                     "ours": run(kind, ours._check_and_unscale_group_)}
     return out
 
 

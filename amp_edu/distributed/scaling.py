@@ -18,9 +18,10 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from ..scaler import local_tensor
 from .launch import current, progress
 from .parity import _CountingStep, inject_inf_, shard, tiny_mlp
-from .sharded_scaler import LocalShardGradScaler, ShardedGradScaler, local_tensor
+from .sharded_scaler import LocalShardGradScaler, ShardedGradScaler
 
 __all__ = ["dtensor_checks", "drift", "resume_mismatch", "clipping", "checkpoint"]
 

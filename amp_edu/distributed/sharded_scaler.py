@@ -17,8 +17,9 @@ What torch does, and so what this class does (``torch/distributed/fsdp/sharded_g
   the collective or the others wait forever;
 * FSDP2's gradients are DTensors; torch's DTensor dispatch already turns the fused check into
   "local check, then MAX over the sharded mesh dimensions" (``found_inf_reduce_handler`` in
-  ``torch/distributed/tensor/_dispatch.py``), and this class does that explicitly on
-  ``grad.to_local()``, so ``found_inf`` holds the same values as torch's;
+  ``torch/distributed/tensor/_dispatch.py``); the course's ``GradScaler`` applies that rule
+  itself, on ``grad.to_local()``, and this class inherits it -- so after the SUM below an inf
+  anywhere reads ``found_inf`` = 2 on each of two ranks, exactly as torch's classes compose;
 * ``update`` on a CPU applies its own rule on the tensors (``_amp_update_scale_cpu_``): a
   ``found_inf >= 1`` backs off; growth after ``growth_interval`` good steps with no guard against
   a float32 overflow of the scale. On other devices the fused rule
@@ -38,23 +39,10 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from ..scaler import GradScaler, OptState, inverse_scale, non_finite_check_and_unscale_, update_scale_
+from ..scaler import GradScaler, OptState, inverse_scale, is_dtensor, local_tensor, update_scale_
 
+# local_tensor and is_dtensor live in amp_edu.scaler; re-exported here for older imports
 __all__ = ["ShardedGradScaler", "LocalShardGradScaler", "local_tensor", "is_dtensor"]
-
-
-def is_dtensor(t) -> bool:
-    """Is ``t`` a ``torch.distributed.tensor.DTensor`` (what FSDP2's parameters and gradients are)?"""
-    try:
-        from torch.distributed.tensor import DTensor
-    except ImportError:   # pragma: no cover - very old torch
-        return False
-    return isinstance(t, DTensor)
-
-
-def local_tensor(t: torch.Tensor) -> torch.Tensor:
-    """The part of ``t`` this rank holds: a DTensor's local shard (sharing its storage), or ``t``."""
-    return t.to_local() if is_dtensor(t) else t
 
 
 def _is_supported_device(tensor: torch.Tensor) -> bool:
@@ -80,14 +68,6 @@ class _OnDevice:
             self.copies[device] = self.master.to(device=device, non_blocking=True, copy=True) \
                 if device != self.master.device else self.master
         return self.copies[device]
-
-
-def _mesh_groups(grad) -> list:
-    """The process groups over which a DTensor gradient is split (its non-Replicate mesh dims):
-    a ``found_inf`` computed on the local shard must be MAX-reduced over them."""
-    from torch.distributed.tensor import Replicate
-    mesh = grad.device_mesh
-    return [mesh.get_group(d) for d, p in enumerate(grad.placements) if not isinstance(p, Replicate)]
 
 
 class ShardedGradScaler(GradScaler):
@@ -149,12 +129,6 @@ class ShardedGradScaler(GradScaler):
 
     # ---- 2. unscale: check the local shards, then agree ----------------------------------------
 
-    def _agree_within_mesh_(self, found_inf: torch.Tensor, dtensor_grad) -> None:
-        """What torch's DTensor dispatch does after the fused check on a DTensor group: MAX of
-        ``found_inf`` over the mesh dimensions the gradient is sharded on."""
-        for group in _mesh_groups(dtensor_grad):
-            dist.all_reduce(found_inf, op=dist.ReduceOp.MAX, group=group)
-
     def _unscale_grads_(self, optimizer, inv_scale: torch.Tensor, found_inf: torch.Tensor,
                         allow_fp16: bool = True) -> dict[torch.device, torch.Tensor]:
         inv_scales, found_infs = _OnDevice(inv_scale), _OnDevice(found_inf)
@@ -174,10 +148,8 @@ class ShardedGradScaler(GradScaler):
                         to_unscale = param.grad
                     groups[(to_unscale.device, to_unscale.dtype)].append(to_unscale)
             for (device, _), grads in groups.items():
-                found = found_infs.get(device)
-                non_finite_check_and_unscale_([local_tensor(g) for g in grads], found, inv_scales.get(device))
-                if is_dtensor(grads[0]):
-                    self._agree_within_mesh_(found, grads[0])
+                # the local check, and for DTensor gradients the MAX over the mesh (as torch's dispatcher)
+                self._check_and_unscale_group_(grads, found_infs.get(device), inv_scales.get(device))
         # a rank with no gradients (an empty shard) still needs a found_inf to take part in the
         # all-reduce below: without it the other ranks would wait for it forever
         if not found_infs.copies:
