@@ -389,6 +389,8 @@ def parse_recipe(spec: "str | Recipe") -> Recipe:
     if not isinstance(spec, str):
         raise TypeError(f"recipe must be a str or Recipe, got {type(spec).__name__}")
     s = spec.strip()
+    if s.startswith("fp8_") and s not in _FACTORIES:
+        import amp_edu.fp8  # noqa: F401  (registers fp8_tensorwise / fp8_rowwise / fp8_delayed)
     if s in _FACTORIES and s not in _SCALED:
         return _FACTORIES[s]()
     m = _SCALED_RE.match(s)

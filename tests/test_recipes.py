@@ -227,3 +227,13 @@ def test_a_scaler_with_only_the_five_methods_is_enough():
     assert mini.skipped == ref.skipped and mini.scale == ref.scale and any(mini.skipped)
     assert isinstance(mini.scaler, _MinimalScaler)
     assert all(torch.equal(a, b) for a, b in zip(mini.model.parameters(), ref.model.parameters()))
+
+
+def test_fp8_recipe_names_resolve_without_importing_fp8_first():
+    import subprocess
+    import sys
+    code = ("import sys; from amp_edu.recipes import parse_recipe; assert 'amp_edu.fp8' not in sys.modules; "
+            "print(parse_recipe('fp8_tensorwise').name)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "fp8_tensorwise"
