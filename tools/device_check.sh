@@ -22,7 +22,7 @@ timeout 60 "$py" -m amp_edu doctor 2>&1 | tee "$out/doctor.txt"
 AMP_EDU_SMOKE=1 timeout 240 "$py" -m pytest -q -x -p no:cacheprovider -o addopts="" \
   tests/test_scaler.py tests/test_gradscaler_torch_port.py tests/test_autocast.py \
   tests/test_autocast_agreement.py tests/test_timing.py tests/test_bench.py \
-  tests/test_memory.py tests/test_device.py 2>&1 | tee "$out/tests.log" | tail -15
+  tests/test_memory.py tests/test_device.py tests/test_fp8_parity.py 2>&1 | tee "$out/tests.log" | tail -15
 
 # the timing method itself, on real hardware
 timeout 120 "$py" - "$out/timing_check.json" <<'EOF' 2>&1 | tail -20
