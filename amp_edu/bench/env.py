@@ -223,24 +223,17 @@ def cache_sizes(device: torch.device | str | None = None) -> dict[str, int]:
 def environment(device: torch.device | str | None = None) -> dict:
     """Everything a benchmark result depends on, as a JSON-ready dict."""
     i = info(device)
+    # what amp_edu.device detected (each DeviceInfo field, and its derived cpu_*_fast flags), under
+    # the report's names: "device_name" for the name, the compute capability as a JSON list
+    detected = i.to_dict()
+    detected["device_name"] = detected.pop("name")
+    if detected["compute_capability"] is not None:
+        detected["compute_capability"] = list(detected["compute_capability"])
     env = {
-        "device": i.device,
-        "device_name": i.name,
-        "compute_capability": list(i.compute_capability) if i.compute_capability else None,
-        "tensor_cores": i.tensor_cores,
-        "bf16_native": i.bf16_native,
-        "fp8": i.fp8,
-        "cuda_version": i.cuda_version,
+        **detected,
         "driver_version": _driver_version() if i.device == "cuda" else None,
-        "torch_version": i.torch_version,
         "python_version": platform.python_version(),
         "precision_flags": precision_flags(),
-        "cpu_model": i.cpu_model,
-        "cpu_capability": i.cpu_capability,
-        "cpu_flags": i.cpu_flags,
-        "cpu_bf16_fast": i.cpu_bf16_fast,
-        "cpu_fp16_fast": i.cpu_fp16_fast,
-        "threads": i.threads,
         "thread_env": {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")},
         "cpu_count": os.cpu_count(),
         # other processes competing for the cores make multi-threaded CPU timings unreliable
@@ -248,7 +241,6 @@ def environment(device: torch.device | str | None = None) -> dict:
         "cache_bytes": cache_sizes(i.device),
         "others_busy_at_start": others_busy(),
         "os": platform.platform(),
-        "smoke": i.smoke,
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
     }
     if i.device == "cuda":

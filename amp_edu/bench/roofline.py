@@ -25,6 +25,7 @@ import math
 import torch
 
 from .. import formats
+from ..validate import check_int, check_number
 
 __all__ = ["itemsize", "matmul_flops", "matmul_bytes", "arithmetic_intensity", "ridge_point",
            "attainable_tflops", "bound", "tile_waves"]
@@ -52,12 +53,7 @@ def itemsize(dtype) -> int:
 
 
 def _dims(m, k, n) -> tuple[int, int, int]:
-    for name, v in (("m", m), ("k", k), ("n", n)):
-        if isinstance(v, bool) or not isinstance(v, int):
-            raise TypeError(f"{name} must be an int, got {type(v).__name__}")
-        if v < 1:
-            raise ValueError(f"{name} must be >= 1, got {v}")
-    return m, k, n
+    return check_int(m, "m", min=1), check_int(k, "k", min=1), check_int(n, "n", min=1)
 
 
 def matmul_flops(m: int, k: int, n: int) -> int:
@@ -82,11 +78,7 @@ def arithmetic_intensity(m: int, k: int, n: int, dtype, out_dtype=None) -> float
 
 
 def _positive(name, v) -> float:
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        raise TypeError(f"{name} must be a number, got {type(v).__name__}")
-    if not (v > 0 and math.isfinite(v)):
-        raise ValueError(f"{name} must be a positive finite number, got {v}")
-    return float(v)
+    return check_number(v, name, positive=True)
 
 
 def ridge_point(peak_tflops: float, bandwidth_gbs: float) -> float:

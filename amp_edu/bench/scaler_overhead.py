@@ -29,8 +29,10 @@ from dataclasses import dataclass
 import torch
 
 from ..device import pick, pick_device
+from ..models import mlp
 from ..recipes import Recipe
 from ..scaler import GradScaler
+from ..validate import check_int
 from .env import others_busy
 from .timing import Timing, compare, measure
 from .verdict import speed_verdict
@@ -60,12 +62,11 @@ class Result:
         return (self.scaler_ops["ours"].median_s - self.scaler_ops["torch"].median_s) / self.train_step.median_s
 
 
-def tall_mlp(width: int, depth: int) -> torch.nn.Sequential:
-    """``depth`` Linear+ReLU layers of ``width``: ``2 * depth`` parameter tensors."""
-    layers: list[torch.nn.Module] = []
-    for _ in range(depth):
-        layers += [torch.nn.Linear(width, width), torch.nn.ReLU()]
-    return torch.nn.Sequential(*layers)
+def tall_mlp(width: int, depth: int, seed: int | None = None) -> torch.nn.Sequential:
+    """``depth`` Linear+ReLU layers of ``width`` (:func:`amp_edu.models.mlp`): ``2 * depth``
+    parameter tensors."""
+    depth = check_int(depth, "depth", min=1)
+    return mlp([width] * (depth + 1), final_activation=True, seed=seed)
 
 
 class _NoStep(torch.optim.Optimizer):
@@ -109,9 +110,8 @@ def run(*, quick: bool = False, device=None, width: int | None = None, depth: in
         raise ValueError(f"width and depth must be positive ints, got {width!r}, {depth!r}")
     rounds, repeats = (2, 3) if quick else pick(smoke=(2, 3), cpu=(7, 10), gpu=(7, 20), device=dev)
     min_time = 0.02 if quick else pick(smoke=0.02, cpu=0.1, gpu=0.1, device=dev)
-    torch.manual_seed(0)
-    model = tall_mlp(width, depth).to(dev)
-    x = torch.randn(32, width, device=dev)
+    model = tall_mlp(width, depth, seed=0).to(dev)
+    x = torch.randn(32, width, generator=torch.Generator().manual_seed(0)).to(dev)
     model(x).square().mean().backward()           # gradients for the scaler to work on
     params = list(model.parameters())
     loss = torch.ones((), device=dev)
@@ -123,7 +123,7 @@ def run(*, quick: bool = False, device=None, width: int | None = None, depth: in
         ops[name] = _scaler_ops(scaler, _NoStep(params), loss)
     scaler_times = compare(ops, device=dev, rounds=rounds, repeats=repeats, min_time_s=min_time)
 
-    net = tall_mlp(width, depth).to(dev)
+    net = tall_mlp(width, depth, seed=1).to(dev)
     step = _train_step(net, torch.amp.GradScaler(dev.type, growth_interval=10 ** 9),
                        torch.optim.SGD(net.parameters(), lr=1e-3), x)
     step_time = measure(step, device=dev, repeats=5, min_time_s=min_time)

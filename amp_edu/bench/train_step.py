@@ -16,7 +16,7 @@ import torch.nn.functional as F
 
 from .. import formats, memory
 from ..device import DeviceInfo
-from ..models import MLP, n_params
+from ..models import MLP, n_params, seeded
 from ..recipes import parse_recipe
 from .env import tf32
 from .matmul import slow_path
@@ -69,8 +69,7 @@ def run_train_step(recipe: str, *, batch: int, in_features: int, width: int, dep
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise ValueError(f"{name} must be a positive int, got {v!r}")
     dev = torch.device(device)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+    with seeded(seed):
         model = MLP(in_features, n_classes, width=width, depth=depth).to(dev)
     g = torch.Generator(device=dev).manual_seed(seed)
     x = torch.randn(batch, in_features, generator=g, device=dev)

@@ -21,6 +21,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from ..formats import dtype_name
 from .launch import current, progress
 from .parity import tiny_mlp
 
@@ -90,7 +91,7 @@ def count_all_reduce_bytes(log: list):
     real = dist.all_reduce
 
     def counting(tensor, *args, **kwargs):
-        log.append((str(tensor.dtype).replace("torch.", ""), tensor.numel() * tensor.element_size()))
+        log.append((dtype_name(tensor.dtype), tensor.numel() * tensor.element_size()))
         return real(tensor, *args, **kwargs)
 
     dist.all_reduce = counting

@@ -14,9 +14,9 @@ each rank keeps its fp32 gradient shard, which the optimizer applies to its fp32
 from __future__ import annotations
 
 import torch
-import torch.distributed as dist
 from torch import nn
 
+from ..formats import dtype_name
 from ..scaler import local_tensor
 from .launch import current, progress
 from .parity import shard, tiny_mlp
@@ -120,7 +120,7 @@ def reduce_error(rank: int, world_size: int, seed: int = 0, batch: int = 256, n:
         model = shard(tiny_mlp(seed, WIDTHS).to(device), policy(name), per_layer=False)
         task.loss(model(x), y).backward()
         grads[name] = _full_grads(model)
-        grads[name + " dtype"] = str(next(model.parameters()).grad.dtype).replace("torch.", "")
+        grads[name + " dtype"] = dtype_name(next(model.parameters()).grad.dtype)
 
     def rel(a, b):
         num = sum((u - v).pow(2).sum() for u, v in zip(grads[a], grads[b])).sqrt()
@@ -173,7 +173,7 @@ def memory(rank: int, world_size: int, widths=(32, 512, 512, 512, 8), batch: int
         # registered after fully_shard, so it runs after FSDP2's own pre-forward hook, which has
         # all-gathered the layer: its parameters are now the full bf16 compute copies
         gathered.append(_nbytes(local_tensor(p) for p in module.parameters(recurse=False)))
-        dtypes.add(str(next(module.parameters(recurse=False)).dtype).replace("torch.", ""))
+        dtypes.add(dtype_name(next(module.parameters(recurse=False)).dtype))
 
     dtypes: set = set()
     for m in model:
@@ -185,9 +185,9 @@ def memory(rank: int, world_size: int, widths=(32, 512, 512, 512, 8), batch: int
     params = [local_tensor(p) for p in model.parameters()]
     sharded = {
         "params": _nbytes(params),
-        "params dtype": str(params[0].dtype).replace("torch.", ""),
+        "params dtype": dtype_name(params[0].dtype),
         "grads": _nbytes(local_tensor(p.grad) for p in model.parameters()),
-        "grads dtype": str(local_tensor(next(model.parameters()).grad).dtype).replace("torch.", ""),
+        "grads dtype": dtype_name(local_tensor(next(model.parameters()).grad).dtype),
         "optimizer": _nbytes(local_tensor(v) for st in opt.state.values() for k, v in st.items()
                              if torch.is_tensor(v) and k != "step"),
         "transient_params": max(gathered),

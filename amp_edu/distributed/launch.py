@@ -33,7 +33,6 @@ What it does, in order:
 from __future__ import annotations
 
 import datetime
-import math
 import multiprocessing as mp
 import os
 import pickle
@@ -47,6 +46,8 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
+
+from ..validate import check_int, check_number
 
 __all__ = ["launch", "progress", "current", "RankInfo", "pick_backend", "backend_sentence", "BACKENDS",
            "leftovers", "LAST_RUN"]
@@ -149,10 +150,7 @@ def leftovers(run: dict | None = None) -> dict:
 # --------------------------------------------------------------------------------------------
 
 def _check_world_size(world_size) -> None:
-    if isinstance(world_size, bool) or not isinstance(world_size, int):
-        raise TypeError(f"world_size must be an int from 1 to {MAX_WORLD_SIZE}, got {type(world_size).__name__}")
-    if not 1 <= world_size <= MAX_WORLD_SIZE:
-        raise ValueError(f"world_size must be an int from 1 to {MAX_WORLD_SIZE}, got {world_size}")
+    check_int(world_size, "world_size", min=1, max=MAX_WORLD_SIZE)
 
 
 def _check_backend(backend) -> None:
@@ -180,11 +178,7 @@ def _check_fn(fn) -> None:
 
 
 def _check_timeout(timeout_s) -> float:
-    if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)):
-        raise TypeError(f"timeout_s must be a positive number of seconds, got {type(timeout_s).__name__}")
-    if not (timeout_s > 0 and math.isfinite(timeout_s)):
-        raise ValueError(f"timeout_s must be a positive, finite number of seconds, got {timeout_s!r}")
-    return float(timeout_s)
+    return check_number(timeout_s, "timeout_s (seconds)", positive=True)
 
 
 # --------------------------------------------------------------------------------------------

@@ -10,15 +10,15 @@ shard. ``tests/test_distributed_scaler.py`` and lesson 11 compare the two record
 
 from __future__ import annotations
 
-import copy
 import math
 
 import torch
 import torch.distributed as dist
 from torch import nn
 
-from .launch import current, progress
+from ..models import mlp
 from ..scaler import local_tensor
+from .launch import current, progress
 from .sharded_scaler import LocalShardGradScaler, ShardedGradScaler
 
 __all__ = ["CASES", "GRAD_SCALER_CASES", "DTENSOR_KINDS", "scaler_parity", "grad_scaler_parity",
@@ -40,16 +40,17 @@ CASES = {
 
 
 def tiny_mlp(seed: int = 0, widths=(16, 32, 32, 4), dtype=torch.float32) -> nn.Sequential:
-    """A small ReLU MLP whose initial weights depend only on ``seed``."""
+    """A small ReLU MLP (:func:`amp_edu.models.mlp`) whose initial weights depend only on ``seed``:
+    ``W ~ N(0, 1/fan_in)``, ``b ~ N(0, 0.01)``, drawn from a generator of its own, so building
+    one changes no other random numbers."""
+    model = mlp(list(widths), seed=seed)
     g = torch.Generator().manual_seed(seed)
-    layers: list[nn.Module] = []
-    for i, (a, b) in enumerate(zip(widths[:-1], widths[1:])):
-        lin = nn.Linear(a, b)
-        with torch.no_grad():
+    with torch.no_grad():
+        for lin in (m for m in model if isinstance(m, nn.Linear)):
+            b, a = lin.weight.shape
             lin.weight.copy_(torch.randn(b, a, generator=g) / math.sqrt(a))
             lin.bias.copy_(torch.randn(b, generator=g) * 0.1)
-        layers += [lin] + ([nn.ReLU()] if i < len(widths) - 2 else [])
-    return nn.Sequential(*layers).to(dtype)
+    return model.to(dtype)
 
 
 def shard(model: nn.Module, policy=None, *, per_layer: bool = True) -> nn.Module:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import torch
 
 from ..formats import get_format
+from ..validate import check_int
 
 __all__ = ["EPS", "FP8_DTYPES", "fp8_max", "amax", "amax_to_scale", "round_down_to_power_of_2",
            "tensor_to_scale"]
@@ -51,9 +52,7 @@ def amax(x: torch.Tensor, dim: int | None = None) -> torch.Tensor:
     with torch.no_grad():
         if dim is None:
             return torch.max(torch.abs(x))
-        if not isinstance(dim, int) or isinstance(dim, bool):
-            raise TypeError(f"dim must be an int or None, got {type(dim).__name__}")
-        return torch.amax(torch.abs(x), dim=dim, keepdim=True)
+        return torch.amax(torch.abs(x), dim=check_int(dim, "dim (or None)"), keepdim=True)
 
 
 def round_down_to_power_of_2(scale: torch.Tensor) -> torch.Tensor:
