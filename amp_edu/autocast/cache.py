@@ -23,14 +23,14 @@ classic traps (both shown in lesson 05):
    uses the cached copy of the *old* weights. Still true in PyTorch: exit the region (or use
    ``cache_enabled=False``) between such steps.
 
-Keys are the source tensor's ``id`` plus the target dtype, with a weak reference to check that the
-id still belongs to the same tensor (torch keys by the TensorImpl pointer and holds a weak
-reference for the same reason).
+Keys are the target dtype and the source tensor's ``id`` (one dict per dtype). The entry also holds
+the source tensor itself, so the ``id`` cannot be reused by another tensor while it is cached
+(torch keys by the TensorImpl pointer and holds a weak reference; holding the weight until the
+region exits costs nothing, since its low-precision copy is held anyway and the model holds the
+weight).
 """
 
 from __future__ import annotations
-
-import weakref
 
 import torch
 
@@ -57,30 +57,35 @@ class WeightCache:
     """Low-precision copies of weights, reused within one autocast region."""
 
     def __init__(self):
-        self._store: dict[tuple[int, torch.dtype], tuple[weakref.ref, torch.Tensor]] = {}
+        # target dtype -> {id(source): (source, copy)}; the inner dicts live as long as the cache
+        self._stores: dict[torch.dtype, dict[int, tuple[torch.Tensor, torch.Tensor]]] = {}
         self.hits = 0
-        self.misses = 0
         self._casters: dict = {}
 
+    def _store(self, to: torch.dtype) -> dict:
+        store = self._stores.get(to)
+        if store is None:
+            store = self._stores[to] = {}
+        return store
+
     def __len__(self) -> int:
-        return len(self._store)
+        return sum(len(store) for store in self._stores.values())
 
     def cast(self, t: torch.Tensor, to: torch.dtype, *, lower: torch.dtype, enabled: bool = True):
         """``t.to(to)``, served from the cache when ``t`` is a cacheable weight."""
         if not (enabled and cacheable(t, to, lower)) or torch.is_inference_mode_enabled():
             return t.to(to)
-        key = (id(t), to)
-        hit = self._store.get(key)
-        if hit is not None and hit[0]() is t:
+        store = self._store(to)
+        hit = store.get(id(t))
+        if hit is not None and hit[0] is t:
             self.hits += 1
             return hit[1]
-        self.misses += 1
         if torch.is_grad_enabled():
             out = t.to(to)
         else:
             with torch.enable_grad():      # keep the autograd edge even in a no_grad forward
                 out = t.to(to)
-        self._store[key] = (weakref.ref(t), out)
+        store[id(t)] = (t, out)
         return out
 
     def caster(self, lower: torch.dtype, enabled: bool = True):
@@ -94,30 +99,31 @@ class WeightCache:
         if not enabled:
             fn = _plain_to
         else:
-            store, f32, is_cached, methods = self._store, torch.float32, torch._C._is_cached_tensor, _CAST_METHOD
+            store, f32, is_cached, methods = self._store(lower), torch.float32, torch._C._is_cached_tensor, _CAST_METHOD
             grad_on = torch.is_grad_enabled
 
+            low_method = methods.get(lower) or (lambda t: t.to(dtype=lower))
+
             def fn(t, to):
-                method = methods.get(to)
                 if (to is lower and t.requires_grad and t.is_leaf and t.dtype is f32 and not t._is_view()
                         and not is_cached(t)):
-                    k = (id(t), to)
-                    hit = store.get(k)
-                    if hit is not None and hit[0]() is t:
+                    hit = store.get(id(t))
+                    if hit is not None and hit[0] is t:
                         self.hits += 1
                         return hit[1]
-                    self.misses += 1
                     if grad_on():
-                        out = method(t)
+                        out = low_method(t)
                     else:
                         with torch.enable_grad():      # a no_grad forward: keep the autograd edge anyway
-                            out = method(t)
-                    store[k] = (weakref.ref(t), out)
+                            out = low_method(t)
+                    store[id(t)] = (t, out)
                     return out
+                method = methods.get(to)
                 return method(t) if method is not None else t.to(dtype=to)
         self._casters[key] = fn
         return fn
 
     def clear(self) -> None:
         """Forget every cached copy (called when the outermost region exits)."""
-        self._store.clear()
+        for store in self._stores.values():
+            store.clear()

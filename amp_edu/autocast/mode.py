@@ -34,10 +34,11 @@ opened inside it (``custom_fwd(cast_inputs=...)``, checkpoint, user code) switch
 But torch's enabled flag *is* its dispatcher switch: ``is_autocast_enabled(device)`` means "the
 ``AutocastCPU`` (``AutocastCUDA``) dispatch key is not excluded in this thread", so with the flag
 on, torch's C++ autocast kernels would cast too and hide our policy behind theirs. The mode
-therefore runs each op that torch's autocast registers (every op of the policy tables) inside
-``torch._C._ExcludeDispatchKeyGuard`` for the autocast keys: torch's autocast kernel is skipped
-for that call, exactly as torch's own autocast kernel excludes its key before it redispatches to
-the real op. Ops torch does *not* register are fall-throughs for torch's autocast layer, so they
+therefore runs each op that torch's autocast registers (every op of the policy tables) with the
+autocast keys excluded (``torch._C._ExcludeDispatchKeyGuard``; for CPU tensors, simply
+``torch.set_autocast_enabled("cpu", False)`` around the call, which is the same exclusion bit):
+torch's autocast kernel is skipped for that call, exactly as torch's own autocast kernel excludes
+its key before it redispatches to the real op. Ops torch does *not* register are fall-throughs for torch's autocast layer, so they
 run as they are — and that is where the last piece sits:
 
 * **C++ composites.** An unregistered op implemented in C++ by calling registered ones
@@ -254,6 +255,7 @@ def redispatch(func, types_, args, kwargs):
 
 
 _is_enabled = torch._C.is_autocast_enabled
+_set_enabled = torch._C.set_autocast_enabled
 _get_dtype = torch._C.get_autocast_dtype
 _cache_on = torch._C.is_autocast_cache_enabled
 _inference = torch.is_inference_mode_enabled
@@ -373,14 +375,16 @@ class _AutocastMode(TorchFunctionMode):
                 args, kwargs = decide(kind, args, kwargs, device_type=device, dtype=lower, cast=cast)
         if self.own_policy and route not in TORCH_REGISTERED[device]:
             return func(*args, **kwargs)
-        if self._guard_busy:
-            return self.excluded(func, args, kwargs)
-        self._guard_busy = True                          # self.excluded(), written out
-        try:
-            with self._guard:
+        if device == "cpu" and not _is_enabled("cuda"):
+            # Exclude torch's AutocastCPU key for this call. Its enabled flag *is* that key's
+            # exclusion bit, so switching the flag off is the exclusion, at a third of the cost
+            # of a guard object (the general case, both devices on, uses self.excluded()).
+            _set_enabled("cpu", False)
+            try:
                 return func(*args, **kwargs)
-        finally:
-            self._guard_busy = False
+            finally:
+                _set_enabled("cpu", True)
+        return self.excluded(func, args, kwargs)
 
 
 def _route_as_op(func):
