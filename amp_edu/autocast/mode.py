@@ -121,7 +121,8 @@ class _State(threading.local):
         self.policy = {d: d for d in DEVICE_TYPES}
         self.depth = 0            # amp_edu regions open in this thread
         self.cache = WeightCache()
-        self.mode: _AutocastMode | None = None
+        self.mode: _AutocastMode | None = None     # the mode on the stack while a region is open
+        self.spare: _AutocastMode | None = None
         self.opening: list = []   # Python-level functions being run with the mode active
         self.warned: set = set()
 
@@ -495,7 +496,9 @@ class autocast:
         st.policy[d] = self.policy
         st.depth += 1
         if st.mode is None:
-            st.mode = _AutocastMode(st)
+            if st.spare is None:                   # one mode object per thread, reused by every region
+                st.spare = _AutocastMode(st)
+            st.mode = st.spare
             st.mode.__enter__()
         st.mode.own_policy = _own_policy(st.policy)
         return self
