@@ -414,6 +414,10 @@ class GradScaler:
         enabled: ``False`` turns every method into a no-op (``step`` just calls ``opt.step()``).
     """
 
+    # unscale_(): the shape of the found_inf it creates, and whether fp16 gradients are allowed
+    _FOUND_INF_SHAPE: tuple[int, ...] = ()
+    _UNSCALE_ALLOWS_FP16 = False
+
     def __init__(self, device: str = "cuda", init_scale: float = 2.0 ** 16, growth_factor: float = 2.0,
                  backoff_factor: float = 0.5, growth_interval: int = 2000, enabled: bool = True) -> None:
         self._device = device
@@ -463,25 +467,35 @@ class GradScaler:
         if not self._enabled:
             return outputs
         if isinstance(outputs, torch.Tensor):      # the common case: one loss
+            self._check_output(outputs)
             if self._scale is None:
                 self._lazy_init_scale_growth_tracker(outputs.device)
-            return outputs * self._scale.to(device=outputs.device, non_blocking=True)
+            return self._scaled(outputs, self._scale.to(device=outputs.device, non_blocking=True))
 
         per_device: list[_PerDevice] = []          # made when the first tensor is met
 
         def apply(value):
             if isinstance(value, torch.Tensor):
+                self._check_output(value)
                 if not per_device:
                     if self._scale is None:
                         self._lazy_init_scale_growth_tracker(value.device)
                     per_device.append(_PerDevice(self._scale))
-                return value * per_device[0].get(value.device)
+                return self._scaled(value, per_device[0].get(value.device))
             if isinstance(value, abc.Iterable):
                 scaled = map(apply, value)
                 return type(value)(scaled) if isinstance(value, (list, tuple)) else scaled
             raise ValueError("outputs must be a Tensor or an iterable of Tensors")
 
         return apply(outputs)
+
+    def _check_output(self, output: torch.Tensor) -> None:
+        """Refuse an output this scaler cannot scale: none here (a subclass may refuse devices)."""
+
+    @staticmethod
+    def _scaled(output: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+        """One output times ``S``: type promotion decides the dtype (an fp16 loss becomes fp32)."""
+        return output * scale
 
     # ---- 2. unscale ---------------------------------------------------------------------------
 
@@ -496,8 +510,7 @@ class GradScaler:
         with torch.no_grad():
             for group in optimizer.param_groups:
                 for param in group["params"]:
-                    if not isinstance(param, torch.Tensor):
-                        raise AssertionError(f"expected param to be torch.Tensor, got {type(param).__name__}")
+                    self._check_param(param)
                     grad = param.grad
                     if grad is None:
                         continue
@@ -508,13 +521,23 @@ class GradScaler:
                     if grad.is_sparse:
                         # duplicate indices add up when coalesced, which may overflow fp16
                         if grad.dtype is torch.float16:
-                            param.grad = grad = grad.coalesce()
+                            param.grad = grad = self._coalesce_fp16(grad)
                         grad = grad._values()
                     groups.setdefault(grad.device, {}).setdefault(grad.dtype, []).append(grad)
             for device, by_dtype in groups.items():
                 for grads in by_dtype.values():
                     self._check_and_unscale_group_(grads, found_infs.get(device), inv_scales.get(device))
         return found_infs.copies
+
+    @staticmethod
+    def _check_param(param) -> None:
+        if not isinstance(param, torch.Tensor):
+            raise AssertionError(f"expected param to be torch.Tensor, got {type(param).__name__}")
+
+    @staticmethod
+    def _coalesce_fp16(grad: torch.Tensor) -> torch.Tensor:
+        """A sparse fp16 gradient with its duplicate indices summed."""
+        return grad.coalesce()
 
     def _check_and_unscale_group_(self, grads: list[torch.Tensor], found_inf: torch.Tensor,
                                   inv_scale: torch.Tensor) -> None:
@@ -553,8 +576,9 @@ class GradScaler:
             inv_scale = self._scale.reciprocal()
         else:
             inv_scale = inverse_scale(self._scale)
-        found_inf = torch.full((), 0.0, dtype=torch.float32, device=self._scale.device)
-        state["found_inf_per_device"] = self._unscale_grads_(optimizer, inv_scale, found_inf, False)
+        found_inf = torch.full(self._FOUND_INF_SHAPE, 0.0, dtype=torch.float32, device=self._scale.device)
+        state["found_inf_per_device"] = self._unscale_grads_(optimizer, inv_scale, found_inf,
+                                                             self._UNSCALE_ALLOWS_FP16)
         state["stage"] = OptState.UNSCALED
 
     # ---- 3. step ------------------------------------------------------------------------------
@@ -649,9 +673,11 @@ class GradScaler:
             found_inf = found_infs[0]
             for more in found_infs[1:]:
                 found_inf += more       # in place, like torch: counts optimizers that overflowed
-            update_scale_(scale, tracker, found_inf, self._growth_factor, self._backoff_factor,
-                          self._growth_interval)
+            self._update_scale_(scale, tracker, found_inf)
         self._per_optimizer_states = defaultdict(_refresh_per_optimizer_state)
+
+    def _update_scale_(self, scale: torch.Tensor, tracker: torch.Tensor, found_inf: torch.Tensor) -> None:
+        update_scale_(scale, tracker, found_inf, self._growth_factor, self._backoff_factor, self._growth_interval)
 
     # ---- getters and setters ------------------------------------------------------------------
 

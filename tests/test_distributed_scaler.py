@@ -182,3 +182,38 @@ def test_state_dict_round_trip(world_of_one):
     o2 = Ours("cpu")
     o2.load_state_dict(t.state_dict())
     assert o2.state_dict() == t.state_dict()
+
+
+def test_scaled_outputs_keep_their_own_copy_of_the_scale(world_of_one):
+    """``l1, l2 = s.scale([a, b])`` saves a copy of S for backward (torch's replicator copies even
+    on S's own device), so a later ``load_state_dict`` writing S in place does not break backward."""
+    grads = []
+    for cls in (TorchSharded, Ours):
+        m = _model()
+        s = cls("cpu")
+        l1, l2 = s.scale([m(torch.ones(3, 4)).sum(), m(torch.ones(3, 4)).mean()])
+        s.load_state_dict(TorchSharded("cpu", init_scale=2.0 ** 8).state_dict())
+        (l1 + l2).backward()
+        grads.append([p.grad.clone() for p in m.parameters()])
+    assert all(torch.equal(a, b) for a, b in zip(*grads))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
+def test_sparse_gradients_coalesced_and_unscaled_like_torch(world_of_one, dtype):
+    """A sparse gradient with duplicate indices: torch's class coalesces an fp16 one in fp32
+    (rounded once); ours must give the same values, found_inf and parameter."""
+    out = []
+    for cls in (TorchSharded, Ours):
+        p = torch.nn.Parameter(torch.zeros(3, dtype=dtype))
+        s = cls("cpu", init_scale=4.0)
+        s.scale(torch.ones(())).requires_grad_()           # initialises S
+        # index 0 twice: 120000 overflows fp16; index 2: 1 + 2^-11 + 2^-11 is 1 summed in fp16,
+        # 1 + 2^-10 summed in fp32 and rounded once (the route torch's class takes)
+        vals = torch.tensor([60000.0, 60000.0, 1.0, 2.0 ** -11, 2.0 ** -11], dtype=dtype)
+        p.grad = torch.sparse_coo_tensor(torch.tensor([[0, 0, 2, 2, 2]]), vals, (3,))
+        opt = torch.optim.SGD([p], lr=1.0)
+        s.unscale_(opt)
+        out.append((p.grad.to_dense().clone(), float(s._found_inf_per_device(opt)[torch.device("cpu")].sum())))
+    assert torch.equal(out[0][0], out[1][0]) and out[0][1] == out[1][1]
+    assert out[1][1] == (1.0 if dtype == torch.float16 else 0.0)
+    assert out[1][0][2].item() == (1.0 + 2.0 ** -10) / 4

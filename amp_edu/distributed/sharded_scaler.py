@@ -33,13 +33,10 @@ processes and compares scales, skip decisions and parameters bit for bit.
 
 from __future__ import annotations
 
-from collections import abc, defaultdict
-from typing import Any
-
 import torch
 import torch.distributed as dist
 
-from ..scaler import GradScaler, OptState, inverse_scale, is_dtensor, local_tensor, update_scale_
+from ..scaler import GradScaler, is_dtensor, local_tensor
 
 # local_tensor and is_dtensor live in amp_edu.scaler; re-exported here for older imports
 __all__ = ["ShardedGradScaler", "LocalShardGradScaler", "local_tensor", "is_dtensor"]
@@ -48,26 +45,6 @@ __all__ = ["ShardedGradScaler", "LocalShardGradScaler", "local_tensor", "is_dten
 def _is_supported_device(tensor: torch.Tensor) -> bool:
     return tensor.is_cuda or tensor.device.type in ("xla", "cpu", "hpu", "mtia", "xpu",
                                                      torch._C._get_privateuse1_backend_name())
-
-
-def _refresh_per_optimizer_state() -> dict[str, Any]:
-    return {"stage": OptState.READY, "found_inf_per_device": {}}
-
-
-class _OnDevice:
-    """``master`` copied lazily to each device that asks (CPU-offloaded shards included)."""
-
-    def __init__(self, master: torch.Tensor) -> None:
-        if not _is_supported_device(master):
-            raise AssertionError(f"Expected supported device, got {master.device}")
-        self.master = master
-        self.copies: dict[torch.device, torch.Tensor] = {}
-
-    def get(self, device: torch.device) -> torch.Tensor:
-        if device not in self.copies:
-            self.copies[device] = self.master.to(device=device, non_blocking=True, copy=True) \
-                if device != self.master.device else self.master
-        return self.copies[device]
 
 
 class ShardedGradScaler(GradScaler):
@@ -94,67 +71,43 @@ class ShardedGradScaler(GradScaler):
                          backoff_factor=backoff_factor, growth_interval=growth_interval, enabled=enabled)
         if self._enabled:
             self.process_group = process_group
-            self._per_optimizer_states = defaultdict(_refresh_per_optimizer_state)
 
     # ---- 1. scale: the scaled loss keeps the loss's dtype ---------------------------------------
 
-    def scale(self, outputs):
-        if not self._enabled:
-            return outputs
-        if isinstance(outputs, torch.Tensor):
-            if not _is_supported_device(outputs):
-                raise AssertionError(f"Expected supported device, got {outputs.device}")
-            if self._scale is None:
-                self._lazy_init_scale_growth_tracker(outputs.device)
-            # a bf16/fp16 loss (FSDP's output dtype) stays bf16/fp16: S * loss may overflow fp16!
-            return (outputs * self._scale.to(device=outputs.device, non_blocking=True)).type(outputs.dtype)
+    def _check_output(self, output: torch.Tensor) -> None:
+        if not _is_supported_device(output):
+            raise AssertionError(f"Expected supported device, got {output.device}")
 
-        stash: list[_OnDevice] = []
-
-        def apply(val):
-            if isinstance(val, torch.Tensor):
-                if not _is_supported_device(val):
-                    raise AssertionError(f"Expected supported device, got {val.device}")
-                if not stash:
-                    if self._scale is None:
-                        self._lazy_init_scale_growth_tracker(val.device)
-                    stash.append(_OnDevice(self._scale))
-                return (val * stash[0].get(val.device)).type(val.dtype)
-            if isinstance(val, abc.Iterable):
-                scaled = map(apply, val)
-                return type(val)(scaled) if isinstance(val, (list, tuple)) else scaled
-            raise ValueError("outputs must be a Tensor or an iterable of Tensors")
-
-        return apply(outputs)
+    @staticmethod
+    def _scaled(output: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+        # a bf16/fp16 loss (FSDP's output dtype) stays bf16/fp16: S * loss may overflow fp16!
+        return (output * scale).type(output.dtype)
 
     # ---- 2. unscale: check the local shards, then agree ----------------------------------------
 
+    _FOUND_INF_SHAPE = (1,)          # torch's shape (DTensor warns about it: "non-scalar tensor")
+    _UNSCALE_ALLOWS_FP16 = True      # FSDP may keep fp16 parameters, so fp16 gradients
+
+    @staticmethod
+    def _check_param(param) -> None:
+        pass                         # torch's class does not check that a parameter is a tensor
+
+    @staticmethod
+    def _coalesce_fp16(grad: torch.Tensor) -> torch.Tensor:
+        # torch's class coalesces a sparse fp16 gradient in fp32 (the sums rounded once, to fp16)
+        return grad.type(torch.float32).coalesce().type(torch.float16)
+
     def _unscale_grads_(self, optimizer, inv_scale: torch.Tensor, found_inf: torch.Tensor,
                         allow_fp16: bool = True) -> dict[torch.device, torch.Tensor]:
-        inv_scales, found_infs = _OnDevice(inv_scale), _OnDevice(found_inf)
-        groups: dict[tuple, list] = defaultdict(list)       # (device, dtype) -> [(grad, local)]
-        with torch.no_grad():
-            for group in optimizer.param_groups:
-                for param in group["params"]:
-                    if param.grad is None:
-                        continue
-                    if not allow_fp16 and param.grad.dtype == torch.float16:
-                        raise ValueError("Attempting to unscale FP16 gradients.")
-                    if param.grad.is_sparse:
-                        if param.grad.dtype is torch.float16:   # coalesce has no fp16 kernel
-                            param.grad = param.grad.type(torch.float32).coalesce().type(torch.float16)
-                        to_unscale = param.grad._values()
-                    else:
-                        to_unscale = param.grad
-                    groups[(to_unscale.device, to_unscale.dtype)].append(to_unscale)
-            for (device, _), grads in groups.items():
-                # the local check, and for DTensor gradients the MAX over the mesh (as torch's dispatcher)
-                self._check_and_unscale_group_(grads, found_infs.get(device), inv_scales.get(device))
+        """Lesson 04's check and unscale of this rank's gradients (for DTensors: of the local
+        shards, then the MAX over the mesh, as torch's dispatcher does), one ``found_inf`` per
+        device."""
+        found_infs = super()._unscale_grads_(optimizer, inv_scale, found_inf, allow_fp16)
         # a rank with no gradients (an empty shard) still needs a found_inf to take part in the
         # all-reduce below: without it the other ranks would wait for it forever
-        if not found_infs.copies:
-            found_infs.get(self._scale.device)
-        return found_infs.copies
+        if not found_infs:
+            found_infs[self._scale.device] = found_inf.to(device=self._scale.device, copy=True)
+        return found_infs
 
     def _agree_across_ranks_(self, found_infs: dict) -> None:
         """SUM every rank's ``found_inf`` over ``process_group``: nonzero on every rank if any rank
@@ -174,19 +127,10 @@ class ShardedGradScaler(GradScaler):
             torch._foreach_copy_(on_cpu, moved)
 
     def unscale_(self, optimizer) -> None:
-        if not self._enabled:
-            return
-        self._check_scale_growth_tracker("unscale_")
-        state = self._per_optimizer_states[id(optimizer)]
-        if state["stage"] is OptState.UNSCALED:
-            raise RuntimeError("unscale_() has already been called on this optimizer since the last update().")
-        if state["stage"] is OptState.STEPPED:
-            raise RuntimeError("unscale_() is being called after step().")
-        inv_scale = inverse_scale(self._scale)
-        found_inf = torch.full((1,), 0.0, dtype=torch.float32, device=self._scale.device)
-        state["found_inf_per_device"] = self._unscale_grads_(optimizer, inv_scale, found_inf, True)
-        state["stage"] = OptState.UNSCALED
-        self._agree_across_ranks_(state["found_inf_per_device"])
+        """``GradScaler.unscale_`` (fp16 gradients allowed), then the whole fix: the ranks agree."""
+        super().unscale_(optimizer)
+        if self._enabled:
+            self._agree_across_ranks_(self._found_inf_per_device(optimizer))
 
     # ---- 4. update: torch's sharded CPU rule ---------------------------------------------------
 
@@ -206,27 +150,11 @@ class ShardedGradScaler(GradScaler):
             else:
                 self._growth_tracker = successful
 
-    def update(self, new_scale: float | torch.Tensor | None = None) -> None:
-        if not self._enabled:
-            return
-        if new_scale is not None:
-            super().update(new_scale)
-            return
-        scale, tracker = self._check_scale_growth_tracker("update")
-        found_infs = [f.to(device=scale.device, non_blocking=True)
-                      for state in self._per_optimizer_states.values()
-                      for f in state["found_inf_per_device"].values()]
-        if len(found_infs) == 0:
-            raise AssertionError("No inf checks were recorded prior to update.")
-        found_inf = found_infs[0]
-        for more in found_infs[1:]:
-            found_inf += more
+    def _update_scale_(self, scale: torch.Tensor, tracker: torch.Tensor, found_inf: torch.Tensor) -> None:
         if scale.device.type == "cpu":
             self._update_scale_cpu_(found_inf)
         else:
-            update_scale_(scale, tracker, found_inf, self._growth_factor, self._backoff_factor,
-                          self._growth_interval)
-        self._per_optimizer_states = defaultdict(_refresh_per_optimizer_state)
+            super()._update_scale_(scale, tracker, found_inf)
 
 
 class LocalShardGradScaler(ShardedGradScaler):
