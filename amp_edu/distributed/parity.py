@@ -1,11 +1,16 @@
-"""Side by side: :class:`~amp_edu.distributed.ShardedGradScaler` and torch's, under FSDP2.
+"""Side by side under FSDP2: :class:`~amp_edu.distributed.ShardedGradScaler` and torch's, and
+:class:`amp_edu.scaler.GradScaler` and ``torch.amp.GradScaler``.
 
 :func:`scaler_parity` is a rank function (run it with :func:`~amp_edu.distributed.launch`): for
 each case it builds two identical FSDP2 models, trains one with torch's ``ShardedGradScaler`` and
 one with ours on the same batches, injects infs into chosen ranks' gradient shards at chosen
 steps, and records per step what each scaler did: the scale, the growth tracker, the summed
 ``found_inf``, whether the optimizer stepped, and at the end the bytes of every local parameter
-shard. ``tests/test_distributed_scaler.py`` and lesson 11 compare the two records bit for bit.
+shard. ``tests/test_distributed_experiments.py`` and lesson 11 compare the two records bit for
+bit. :func:`grad_scaler_parity` does the same for the plain scalers, which do no all-reduce of
+their own (both rely on DTensor's MAX rule for the fused check), and
+:func:`dtensor_kernel_parity` compares that rule itself with torch's dispatcher, placement by
+placement.
 """
 
 from __future__ import annotations
