@@ -33,6 +33,7 @@ from typing import Callable, Sequence
 import torch
 import torch.nn as nn
 
+from . import models
 from .hooks import module_stack
 
 __all__ = ["SavedTensor", "SavedReport", "saved_tensors", "saved_bytes", "relu_mlp", "relu_mlp_saved_bytes",
@@ -185,19 +186,9 @@ def saved_bytes(model: nn.Module, x: torch.Tensor, *, dtype: torch.dtype | None 
 
 
 def relu_mlp(widths: Sequence[int], *, seed: int = 0, device="cpu") -> nn.Sequential:
-    """``Linear(w0, w1) → ReLU → Linear(w1, w2) → ... → Linear(w_{n-2}, w_{n-1})`` (no final ReLU)."""
-    if not isinstance(widths, (list, tuple)) or len(widths) < 2:
-        raise ValueError(f"widths must be a list of at least 2 ints, got {widths!r}")
-    if not all(isinstance(w, int) and not isinstance(w, bool) and w >= 1 for w in widths):
-        raise ValueError(f"widths must be positive ints, got {widths!r}")
-    layers: list[nn.Module] = []
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        for i in range(len(widths) - 1):
-            layers.append(nn.Linear(widths[i], widths[i + 1]))
-            if i < len(widths) - 2:
-                layers.append(nn.ReLU())
-    return nn.Sequential(*layers).to(device)
+    """``Linear(w0, w1) → ReLU → Linear(w1, w2) → ... → Linear(w_{n-2}, w_{n-1})`` (no final ReLU),
+    its weights from ``seed`` (:func:`amp_edu.models.mlp`)."""
+    return models.mlp(widths, activation=nn.ReLU, seed=seed, device=device)
 
 
 def relu_mlp_saved_bytes(widths: Sequence[int], batch: int, dtype: torch.dtype | None = None) -> int:

@@ -42,6 +42,7 @@ from typing import Callable
 
 import torch
 
+from .. import models
 from ..autocast import autocast
 from ..device import pick_device
 from .timing import compare
@@ -80,12 +81,9 @@ class Result:
 
 
 def mlp(width: int, depth: int = 4, classes: int = 10) -> torch.nn.Sequential:
-    """``depth`` Linear+GELU blocks of ``width``, then a classifier head."""
-    layers: list[torch.nn.Module] = []
-    for _ in range(depth):
-        layers += [torch.nn.Linear(width, width), torch.nn.GELU()]
-    layers.append(torch.nn.Linear(width, classes))
-    return torch.nn.Sequential(*layers)
+    """``depth`` Linear+GELU blocks of ``width``, then a classifier head (:func:`amp_edu.models.mlp`;
+    weights from torch's global RNG, which :func:`run` seeds)."""
+    return models.mlp([width] * (depth + 1) + [classes], activation=torch.nn.GELU)
 
 
 def _step(model, x, y, region):

@@ -20,6 +20,7 @@ import torch
 import torch.nn as nn
 
 from ..gradients import max_safe_scale
+from ..models import seeded
 from .core import call_learner, check_cases, fail, passed, require_callable, same
 
 __all__ = ["check_choose_scale", "check_scaled_step", "reference_choose_scale", "reference_scaled_step"]
@@ -110,8 +111,7 @@ class _Net(nn.Module):
 
 
 def _model(seed: int, spare: bool = False) -> nn.Module:
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+    with seeded(seed):
         m = _Net(spare)
     return m.half()
 

@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..models import mlp
 from ..recipes import Amp
 from ..study import num_threads
 from .core import call_learner, fail, passed, require_callable
@@ -44,9 +45,7 @@ def reference_train_amp(model, optimizer, scaler, batches, *, accum_steps=1, max
 
 
 def _setup(seed: int, init_scale: float, growth_interval: int):
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+    model = mlp([8, 16, 4], seed=seed)
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     scaler = torch.amp.GradScaler("cpu", init_scale=init_scale, growth_interval=growth_interval)
     return model, opt, scaler

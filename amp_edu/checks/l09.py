@@ -25,6 +25,7 @@ import torch
 from torch import nn
 
 from .. import debug
+from ..models import seeded
 from .core import call_learner, fail, passed, require_callable
 
 __all__ = ["check_first_nonfinite", "cases"]
@@ -142,8 +143,7 @@ def cases():
     out = []
 
     def add(label, desc, build, x):
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(len(out))
+        with seeded(len(out)):
             model = build()
         out.append((label, desc, model, x))
 
