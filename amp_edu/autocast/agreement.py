@@ -30,6 +30,7 @@ from typing import Any
 
 import torch
 
+from ..formats import dtype_name
 from .mode import autocast
 from .policy import iter_tensors
 
@@ -143,21 +144,17 @@ def _expand(policy, list_name, entries, module, amp_dtypes, expected, *, n_fixed
     return checks
 
 
-def _name(dtype) -> str:
-    return str(dtype).replace("torch.", "")
-
-
 def cpu_checks() -> list[Check]:
     """Every check of torch's CPU autocast tests (bf16 and fp16 regions)."""
     L = torch_lists().AutocastCPUTestLists(torch.device("cpu"))
     both = (torch.bfloat16, torch.float16)
-    low = lambda e, amp: _name(amp)  # noqa: E731
+    low = lambda e, amp: dtype_name(amp)  # noqa: E731
     f32 = lambda e, amp: "float32"  # noqa: E731
     checks = []
     for name, module in (("torch_expect_builtin_promote", torch), ("methods_expect_builtin_promote", None)):
         for op, a_bf16, a_fp16, out_type in getattr(L, name):
             for amp, args in ((torch.bfloat16, a_bf16), (torch.float16, a_fp16)):
-                checks += _expand("cpu", name, [(op, args)], module, (amp,), lambda e, a, t=out_type: _name(t))
+                checks += _expand("cpu", name, [(op, args)], module, (amp,), lambda e, a, t=out_type: dtype_name(t))
     checks += _expand("cpu", "torch_16", L.torch_16, torch, both, low)
     checks += _expand("cpu", "nn_16", L.nn_16, torch._C._nn, both, low)
     checks += _expand("cpu", "torch_fp32", L.torch_fp32, torch, both, f32)
@@ -172,7 +169,7 @@ def cuda_checks() -> list[Check]:
     """Every check of torch's CUDA autocast tests, for the CUDA policy (fp16; bf16 where torch tests it)."""
     L = torch_lists().AutocastTestLists(torch.device("cpu"))
     fp16, both = (torch.float16,), (torch.float16, torch.bfloat16)
-    low = lambda e, amp: _name(amp)  # noqa: E731
+    low = lambda e, amp: dtype_name(amp)  # noqa: E731
     f32 = lambda e, amp: "float32"  # noqa: E731
     checks = []
     checks += _expand("cuda", "torch_fp16", L.torch_fp16, torch, both, low)
@@ -180,7 +177,7 @@ def cuda_checks() -> list[Check]:
     checks += _expand("cuda", "torch_need_autocast_promote", L.torch_need_autocast_promote, torch, fp16, f32)
     checks += _expand("cuda", "torch_expect_builtin_promote", [e[:2] for e in L.torch_expect_builtin_promote],
                       torch, fp16, lambda e, a: "")
-    out_types = {e[0]: _name(e[2]) for e in L.torch_expect_builtin_promote}
+    out_types = {e[0]: dtype_name(e[2]) for e in L.torch_expect_builtin_promote}
     for c in checks:
         if c.list_name == "torch_expect_builtin_promote":
             c.expected = out_types[c.op]
@@ -189,7 +186,7 @@ def cuda_checks() -> list[Check]:
     checks += _expand("cuda", "linalg_fp16", L.linalg_fp16, torch._C._linalg, fp16, low)
     checks += _expand("cuda", "methods_fp16", L.methods_fp16, None, fp16, low)
     checks += _expand("cuda", "methods_fp32", L.methods_fp32, None, fp16, f32)
-    m_types = {e[0]: _name(e[2]) for e in L.methods_expect_builtin_promote}
+    m_types = {e[0]: dtype_name(e[2]) for e in L.methods_expect_builtin_promote}
     m = _expand("cuda", "methods_expect_builtin_promote", [e[:2] for e in L.methods_expect_builtin_promote],
                 None, fp16, lambda e, a: m_types[e[0]])
     checks += m
@@ -227,7 +224,7 @@ def _outcome(fn) -> tuple[str, Any]:
     except Exception as exc:  # noqa: BLE001 - the error type is the outcome
         return type(exc).__name__, exc
     t = _first_tensor(out)
-    return (_name(t.dtype) if t is not None else f"{type(out).__name__} (not a tensor)"), out
+    return (dtype_name(t.dtype) if t is not None else f"{type(out).__name__} (not a tensor)"), out
 
 
 def _same(a, b) -> bool:

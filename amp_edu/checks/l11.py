@@ -26,6 +26,7 @@ import torch
 import torch.distributed as dist
 
 from .. import scaler as _ref
+from ..formats import dtype_name
 from .core import NOT_DONE_HINT, fail, passed, require_callable
 
 __all__ = ["check_unscale_and_sync", "run_ranks", "CASES"]
@@ -103,7 +104,7 @@ CASES = [label for label, _, _ in _cases()]
 
 def _show(per_rank, scale) -> str:
     def one(gs):
-        return "[" + ", ".join(f"{g.flatten()[:3].tolist()}{'...' if g.numel() > 3 else ''} ({str(g.dtype)[6:]})"
+        return "[" + ", ".join(f"{g.flatten()[:3].tolist()}{'...' if g.numel() > 3 else ''} ({dtype_name(g.dtype)})"
                                for g in gs) + "]"
     return f"rank 0 grads {one(per_rank[0])}, rank 1 grads {one(per_rank[1])}, scale {scale!r}"
 
