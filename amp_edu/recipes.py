@@ -86,6 +86,7 @@ import torch
 import torch.nn as nn
 
 from . import formats
+from .validate import check_number
 
 __all__ = ["Recipe", "Pure", "StaticScale", "Master", "Amp", "StepResult", "RECIPES", "register",
            "parse_recipe", "all_finite"]
@@ -251,11 +252,7 @@ class Pure(Recipe):
 
 
 def _check_scale(scale) -> float:
-    if isinstance(scale, bool) or not isinstance(scale, (int, float)):
-        raise TypeError(f"the loss scale must be a number, got {type(scale).__name__}")
-    if not (math.isfinite(scale) and scale > 0):
-        raise ValueError(f"the loss scale must be finite and > 0, got {scale}")
-    return float(scale)
+    return check_number(scale, "the loss scale", positive=True)   # TypeError for '8' or True, ValueError for 0 or inf
 
 
 class StaticScale(Pure):

@@ -38,6 +38,7 @@ import torch.nn as nn
 
 from . import models as _models
 from .recipes import RECIPES, Amp, Recipe, parse_recipe
+from .validate import check_number
 
 __all__ = ["Recipe", "RECIPES", "parse_recipe", "History", "train", "make_optimizer"]
 
@@ -120,8 +121,8 @@ def _check_options(steps, batch_size, accumulate, log_every, eval_every, clip_gr
             raise ValueError(f"{nm} must be an int >= {lo}, got {v!r}")
     if eval_every is not None and (not isinstance(eval_every, int) or eval_every < 0):
         raise ValueError(f"eval_every must be None or an int >= 0, got {eval_every!r}")
-    if clip_grad_norm is not None and not clip_grad_norm > 0:
-        raise ValueError(f"clip_grad_norm must be None or > 0, got {clip_grad_norm!r}")
+    if clip_grad_norm is not None:      # inf is torch's "measure the norm, clip nothing"
+        check_number(clip_grad_norm, "clip_grad_norm", positive=True, finite=False)
 
 
 def _recipe(recipe, scaler_factory, scaler_kwargs) -> Recipe:

@@ -180,3 +180,5 @@ def test_model_by_name_and_bad_arguments(task):
             T.train(task, small(task), "fp32", **kw)
     with pytest.raises(TypeError, match="nn.Module"):
         T.train(task, 3, "fp32", steps=1)
+    with pytest.raises(TypeError, match="clip_grad_norm must be a number"):   # True is not a norm of 1
+        T.train(task, small(task), "fp32", clip_grad_norm=True)
