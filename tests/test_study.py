@@ -180,3 +180,9 @@ def test_plots_draw_a_line_and_band_per_recipe():
 def test_reports_reject_bad_input(call, exc):
     with pytest.raises(exc):
         call()
+
+
+def test_studied_recipes_are_registered_names_and_the_old_name_still_works():
+    from amp_edu import recipes
+    assert study.RECIPES is study.STUDIED           # lesson 08 reads study.RECIPES
+    assert all(name in recipes.RECIPES for name in study.STUDIED)
