@@ -54,8 +54,12 @@ def test_every_solution_becomes_a_valid_nbgrader_source_with_the_exercise_as_its
     assert all(c.metadata.nbgrader["grade_id"].startswith("check_") and c.metadata.nbgrader["points"] == 1
                for c in checks)
     assert sum(r == (True, False, True) for r in roles) == len(checks)
-    assert sum(r == (False, True, False) for r in roles) == sum(exercises.BEGIN in c.source for c in nb.cells)
-    assert all(r in [(True, False, True), (False, True, False), (False, False, True)] for r in roles)
+    def answers(cell_type):
+        return sum(exercises.BEGIN in c.source for c in nb.cells if c.cell_type == cell_type)
+    assert sum(r == (False, True, False) for r in roles) == answers("code")        # autograded answers
+    assert sum(r == (True, True, False) for r in roles) == answers("markdown")     # manually graded ones
+    assert all(r in [(True, False, True), (False, True, False), (True, True, False), (False, False, True)]
+               for r in roles)
     released, _ = ClearSolutions(config=nbgrader_config()).preprocess(nb, {})
     assert cells(released) == cells(exercises.strip(notebook.read(path)))   # what `make exercises` writes
 
