@@ -42,8 +42,8 @@ def test_figure_png_and_errors():
     assert figure_png(Figure()).startswith(b"\x89PNG")
     with pytest.raises(TypeError, match="Figure"):
         figure_png("not a figure")
-    with pytest.raises(NotImplementedError):
-        Explorer().update()
+    with pytest.raises(TypeError, match="abstract"):
+        Explorer()                      # an explorer must say how it updates
     out = W.Output()
     show_figure(out, Figure())
     assert len(out.outputs) == 1

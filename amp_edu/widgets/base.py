@@ -17,6 +17,7 @@ open and nothing is drawn twice by the inline backend.
 
 from __future__ import annotations
 
+import abc
 import io
 
 import ipywidgets as W
@@ -43,7 +44,7 @@ def show_figure(out: W.Output, fig: Figure | None, dpi: int = 80) -> None:
         out.append_display_data(Image(data=figure_png(fig, dpi), format="png"))
 
 
-class Explorer:
+class Explorer(abc.ABC):
     """Base of the lessons' explorers. A subclass builds its controls, then calls
     ``self._wire(controls, *rows)`` at the end of ``__init__`` and implements :meth:`update`."""
 
@@ -57,9 +58,9 @@ class Explorer:
         self.widget = W.VBox(list(rows))
         self.update()
 
+    @abc.abstractmethod
     def update(self):
         """Recompute from the controls' values and show the result."""
-        raise NotImplementedError
 
     def show_figure(self, fig: Figure | None) -> None:
         """Show ``fig`` in ``self.plot`` (see :func:`show_figure`)."""
