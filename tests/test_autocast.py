@@ -313,12 +313,12 @@ def test_cache_reuses_weight_casts_and_clears_at_outermost_exit():
 def test_cache_only_holds_leaf_fp32_tensors_that_require_grad():
     c = ac.WeightCache()
     p = torch.nn.Parameter(torch.randn(4, 4))
-    assert c.cast(p, BF16, lower=BF16) is c.cast(p, BF16, lower=BF16)
-    assert c.cast(p, FP32, lower=BF16) is p                     # nothing to cast
-    assert c.cast(p, FP16, lower=BF16) is not c.cast(p, FP16, lower=BF16)   # not the region dtype
+    assert c.cast(p, BF16, low_dtype=BF16) is c.cast(p, BF16, low_dtype=BF16)
+    assert c.cast(p, FP32, low_dtype=BF16) is p                     # nothing to cast
+    assert c.cast(p, FP16, low_dtype=BF16) is not c.cast(p, FP16, low_dtype=BF16)   # not the region dtype
     for t in (torch.randn(4), p * 2, p[0], p.detach().double().requires_grad_()):
-        assert c.cast(t, BF16, lower=BF16) is not c.cast(t, BF16, lower=BF16)
-    assert c.cast(p, BF16, lower=BF16, enabled=False) is not c.cast(p, BF16, lower=BF16)
+        assert c.cast(t, BF16, low_dtype=BF16) is not c.cast(t, BF16, low_dtype=BF16)
+    assert c.cast(p, BF16, low_dtype=BF16, enabled=False) is not c.cast(p, BF16, low_dtype=BF16)
     c.clear()
     assert len(c) == 0
 

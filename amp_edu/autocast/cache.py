@@ -37,9 +37,9 @@ import torch
 __all__ = ["WeightCache", "cacheable"]
 
 
-def cacheable(t: torch.Tensor, to: torch.dtype, lower: torch.dtype) -> bool:
-    """Would torch cache the cast of ``t`` to ``to`` in a region whose low-precision dtype is ``lower``?"""
-    return (to == lower and t.dtype == torch.float32 and t.requires_grad and t.is_leaf
+def cacheable(t: torch.Tensor, to: torch.dtype, low_dtype: torch.dtype) -> bool:
+    """Would torch cache the cast of ``t`` to ``to`` in a region whose low-precision dtype is ``low_dtype``?"""
+    return (to == low_dtype and t.dtype == torch.float32 and t.requires_grad and t.is_leaf
             and not t._is_view() and not torch._C._is_cached_tensor(t))
 
 
@@ -71,9 +71,9 @@ class WeightCache:
     def __len__(self) -> int:
         return sum(len(store) for store in self._stores.values())
 
-    def cast(self, t: torch.Tensor, to: torch.dtype, *, lower: torch.dtype, enabled: bool = True):
+    def cast(self, t: torch.Tensor, to: torch.dtype, *, low_dtype: torch.dtype, enabled: bool = True):
         """``t.to(to)``, served from the cache when ``t`` is a cacheable weight."""
-        if not (enabled and cacheable(t, to, lower)) or torch.is_inference_mode_enabled():
+        if not (enabled and cacheable(t, to, low_dtype)) or torch.is_inference_mode_enabled():
             return t.to(to)
         store = self._store(to)
         hit = store.get(id(t))
@@ -88,24 +88,24 @@ class WeightCache:
         store[id(t)] = (t, out)
         return out
 
-    def caster(self, lower: torch.dtype, enabled: bool = True):
-        """``cast(t, to)`` for a region whose low-precision dtype is ``lower``: :meth:`cast` with
+    def caster(self, low_dtype: torch.dtype, enabled: bool = True):
+        """``cast(t, to)`` for a region whose low-precision dtype is ``low_dtype``: :meth:`cast` with
         its arguments bound, made once per setting (the mode's hot path calls it per tensor).
         The caller passes ``enabled=False`` in inference mode (it checks once per op, not per tensor)."""
-        key = (lower, enabled)
+        key = (low_dtype, enabled)
         fn = self._casters.get(key)
         if fn is not None:
             return fn
         if not enabled:
             fn = _plain_to
         else:
-            store, f32, is_cached, methods = self._store(lower), torch.float32, torch._C._is_cached_tensor, _CAST_METHOD
+            store, f32, is_cached, methods = self._store(low_dtype), torch.float32, torch._C._is_cached_tensor, _CAST_METHOD
             grad_on = torch.is_grad_enabled
 
-            low_method = methods.get(lower) or (lambda t: t.to(dtype=lower))
+            low_method = methods.get(low_dtype) or (lambda t: t.to(dtype=low_dtype))
 
             def fn(t, to):
-                if (to is lower and t.requires_grad and t.is_leaf and t.dtype is f32 and not t._is_view()
+                if (to is low_dtype and t.requires_grad and t.is_leaf and t.dtype is f32 and not t._is_view()
                         and not is_cached(t)):
                     hit = store.get(id(t))
                     if hit is not None and hit[0] is t:

@@ -296,7 +296,7 @@ class _AutocastMode(TorchFunctionMode):
         self.own_policy = True
         self.policy = state.policy            # this thread's per-device tables (shared dict)
         self.cache = state.cache
-        self._cached_casts: dict = {}          # lower dtype -> self.cache.caster(lower, True)
+        self._cached_casts: dict = {}          # low dtype -> self.cache.caster(low_dtype, True)
         self.opening = state.opening
         self._guard = torch._C._ExcludeDispatchKeyGuard(_AUTOCAST_KEYS)   # reusable, not re-entrant
         self._guard_busy = False
@@ -362,18 +362,18 @@ class _AutocastMode(TorchFunctionMode):
         if kind is not None and route in CONDITIONAL[table]:
             kind = lookup(table, route, args, kwargs)
         if kind is not None:
-            lower = _get_dtype(device)
+            low_dtype = _get_dtype(device)
             if _cache_on() and not _inference():
-                cast = self._cached_casts.get(lower) or self._cached_casts.setdefault(
-                    lower, self.cache.caster(lower, True))
+                cast = self._cached_casts.get(low_dtype) or self._cached_casts.setdefault(
+                    low_dtype, self.cache.caster(low_dtype, True))
             else:
-                cast = self.cache.caster(lower, False)
+                cast = self.cache.caster(low_dtype, False)
             if kind == LOWER:
-                args, kwargs = cast_arguments(args, kwargs, lower, device, cast)
+                args, kwargs = cast_arguments(args, kwargs, low_dtype, device, cast)
             elif kind == FP32:
                 args, kwargs = cast_arguments(args, kwargs, torch.float32, device, cast)
             else:
-                args, kwargs = decide(kind, args, kwargs, device_type=device, dtype=lower, cast=cast)
+                args, kwargs = decide(kind, args, kwargs, device_type=device, dtype=low_dtype, cast=cast)
         if self.own_policy and route not in TORCH_REGISTERED[device]:
             return func(*args, **kwargs)
         if device == "cpu" and not _is_enabled("cuda"):

@@ -340,16 +340,16 @@ def _cast_all(args: tuple, kwargs: dict, to: torch.dtype, on_device, cast):
     return tuple(out), {k: _cast_tree(v, to, on_device, cast) for k, v in kwargs.items()}
 
 
-def promote_dtype(args, kwargs, device_type: str, lower: torch.dtype) -> torch.dtype:
+def promote_dtype(args, kwargs, device_type: str, low_dtype: torch.dtype) -> torch.dtype:
     """The dtype torch's ``at::autocast::prioritize`` picks, reading the arguments in order.
 
-    Start from ``lower``; float64 tensors are ignored (they are not eligible and pass through); a
+    Start from ``low_dtype``; float64 tensors are ignored (they are not eligible and pass through); a
     float32 tensor makes the result float32 from then on; a low-precision tensor of another dtype
     (bf16 in an fp16 region) is an error -- but only if no float32 tensor came before it, exactly
     as in torch (``cat([fp32, fp16])`` in a bf16 region is float32, ``cat([fp16, fp32])`` raises).
     Keyword tensors are read after the positional ones, in the order given.
     """
-    widest = lower
+    widest = low_dtype
     on_device = _on_device(device_type)
     for t in iter_tensors((args, tuple(kwargs.values()))):
         dt = t.dtype
