@@ -16,13 +16,15 @@ everything so a notebook runs in seconds; otherwise sizes suit a laptop CPU or, 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 from dataclasses import asdict, dataclass, field
 
 import torch
 
-__all__ = ["DeviceInfo", "is_smoke", "pick_device", "pick", "info", "setup_line", "report", "cpu_flags"]
+__all__ = ["DeviceInfo", "is_smoke", "pick_device", "pick", "info", "setup_line", "report", "cpu_flags",
+           "num_threads"]
 
 _TRUE = {"1", "true", "yes", "on"}
 
@@ -59,6 +61,28 @@ def pick(*, smoke, cpu, gpu=None, device: torch.device | str | None = None):
     if dev.type == "cuda" and gpu is not None:
         return gpu
     return cpu
+
+
+@contextlib.contextmanager
+def num_threads(n: int | None):
+    """Run the block with ``torch.set_num_threads(n)`` (``None``: leave the setting alone).
+
+    The course's models are tiny: splitting their small matmuls over CPU threads costs more in
+    synchronisation than it saves — on a busy machine, many times more — so the study's, the
+    graders' and the benchmarks' CPU runs can ask for one thread. The previous setting is
+    restored afterwards.
+    """
+    if n is None:
+        yield
+        return
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        raise ValueError(f"threads must be None or a positive int, got {n!r}")
+    old = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)
 
 
 _CPU_FLAG_NAMES = {

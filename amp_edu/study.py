@@ -33,7 +33,6 @@ weights take every update.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import statistics
 from dataclasses import dataclass, field
@@ -43,12 +42,14 @@ import torch
 from . import data as _data
 from .bench.timing import Timing, compare
 from .bench.verdict import speed_verdict
+from .device import num_threads   # re-exported: the study's threads= argument
 from .recipes import Amp, Recipe
 from .train import parse_recipe, train
+from .validate import check_int
 from .viz import color_for
 
 __all__ = ["STUDIED", "RECIPES", "PRECISION_RECIPES", "AmpWithoutScaler", "METRICS", "num_threads", "Study", "run_study",
-           "stats", "summary", "Comparison", "compare_to_baseline", "verdict", "step_times", "time_verdict",
+           "smooth", "stats", "summary", "Comparison", "compare_to_baseline", "verdict", "step_times", "time_verdict",
            "plot_curves", "plot_finals"]
 
 
@@ -69,27 +70,6 @@ RECIPES = STUDIED   # the old name, kept for lesson 08; the recipe registry is a
 PRECISION_RECIPES = ("fp32", "amp_bf16", AmpWithoutScaler, "bf16_pure", "fp16_pure")
 METRICS = {"eval_loss": "held-out loss", "eval_accuracy": "held-out accuracy", "train_loss": "training loss"}
 _HIGHER_IS_BETTER = {"eval_loss": False, "eval_accuracy": True, "train_loss": False}
-
-
-@contextlib.contextmanager
-def num_threads(n: int | None):
-    """Run the block with ``torch.set_num_threads(n)`` (``None``: leave the setting alone).
-
-    The course's models are tiny: splitting their small matmuls over CPU threads costs more in
-    synchronisation than it saves — on a busy machine, many times more — so the study's CPU runs
-    can ask for one thread. The previous setting is restored afterwards.
-    """
-    if n is None:
-        yield
-        return
-    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-        raise ValueError(f"threads must be None or a positive int, got {n!r}")
-    old = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(old)
 
 
 @dataclass
@@ -120,7 +100,7 @@ class Study:
         _check_metric(metric)
         hs = self.runs[recipe]
         if metric == "train_loss":
-            return list(range(1, self.steps + 1)), [_smooth(h.loss) for h in hs]
+            return list(range(1, self.steps + 1)), [smooth(h.loss) for h in hs]
         key = "eval_loss" if metric == "eval_loss" else "eval_accuracy"
         return list(hs[0].eval_steps), [list(getattr(h, key)) for h in hs]
 
@@ -135,8 +115,12 @@ def _check_study(study):
         raise TypeError(f"study must be an amp_edu.study.Study (what run_study returns), got {type(study).__name__}")
 
 
-def _smooth(values, window: int = 10) -> list[float]:
-    """Trailing mean over ``window`` steps (nan if any value in the window is nan)."""
+def smooth(values, window: int = 10) -> list[float]:
+    """Trailing mean over the last ``window`` values, one per value (the first ones average fewer).
+
+    A per-step loss curve is noisy (each step sees one batch); the mean of the last few steps shows
+    the trend. A nan anywhere in the window makes that point nan, so a diverged run stays visible."""
+    window = check_int(window, "window", min=1)
     out, acc = [], []
     for v in values:
         acc.append(v)
@@ -144,6 +128,9 @@ def _smooth(values, window: int = 10) -> list[float]:
             acc.pop(0)
         out.append(sum(acc) / len(acc))
     return out
+
+
+_smooth = smooth   # the old private name, which lesson 08 used
 
 
 def _recipe_specs(recipes) -> dict:

@@ -44,3 +44,18 @@ def test_doctor_cli(capsys):
     from amp_edu.__main__ import main
     assert main(["doctor"]) == 0
     assert "CPU fp16 units" in capsys.readouterr().out
+
+
+def test_num_threads_restores_the_setting_even_on_error():
+    from amp_edu import study
+    assert study.num_threads is device.num_threads          # one owner, re-exported for the study
+    n = torch.get_num_threads()
+    with pytest.raises(RuntimeError):
+        with device.num_threads(1):
+            assert torch.get_num_threads() == 1
+            raise RuntimeError("boom")
+    assert torch.get_num_threads() == n
+    for bad in (0, True, 1.0):
+        with pytest.raises(ValueError, match="threads"):
+            with device.num_threads(bad):
+                pass

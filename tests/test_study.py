@@ -186,3 +186,14 @@ def test_studied_recipes_are_registered_names_and_the_old_name_still_works():
     from amp_edu import recipes
     assert study.RECIPES is study.STUDIED           # lesson 08 reads study.RECIPES
     assert all(name in recipes.RECIPES for name in study.STUDIED)
+
+
+def test_smooth_is_a_trailing_mean_that_keeps_nan_visible():
+    assert study.smooth([1.0, 3.0, 5.0, 7.0], window=2) == [1.0, 2.0, 4.0, 6.0]
+    out = study.smooth([1.0, math.nan, 1.0, 1.0], window=2)
+    assert out[0] == 1.0 and math.isnan(out[1]) and math.isnan(out[2]) and out[3] == 1.0
+    assert study._smooth is study.smooth          # the old name still works
+    with pytest.raises(ValueError, match="window"):
+        study.smooth([1.0], window=0)
+    with pytest.raises(TypeError, match="window"):
+        study.smooth([1.0], window=True)

@@ -44,7 +44,7 @@ import torch
 
 from .. import models
 from ..autocast import autocast
-from ..device import pick_device
+from ..device import num_threads, pick_device
 from .timing import compare
 
 __all__ = ["Result", "MODELS", "mlp", "run", "table", "predicted_ratio", "verdict", "main"]
@@ -136,16 +136,11 @@ def run(*, width: int = 1024, batch: int = 256, quick: bool = False, device=None
         y = torch.randint(0, 10, (b,), device=dev)
         # The tiny model's ops are too small to split across CPU threads; timing it on one thread
         # keeps thread-synchronisation noise of a shared machine out of a difference of microseconds.
-        threads = torch.get_num_threads()
-        if name == "overhead-bound" and dev.type == "cpu":
-            torch.set_num_threads(1)
-        try:
+        with num_threads(1 if name == "overhead-bound" and dev.type == "cpu" else None):
             steps = {"torch": _step(model, x, y, lambda: torch.autocast(dev.type, dtype=dtype)),
                      "ours": _step(model, x, y, lambda: region(dev.type, dtype=dtype))}
             times = compare(steps, device=dev, warmup=1, rounds=rounds, repeats=repeats, min_time_s=0.05)
             host = _host_time(steps["torch"], dev) if dev.type == "cuda" else times["torch"].median_s
-        finally:
-            torch.set_num_threads(threads)
         out.append(Result(name, w, b, times["torch"].median_s, times["ours"].median_s,
                           times["torch"].iqr_s, times["ours"].iqr_s,
                           min(times["torch"].times_s), min(times["ours"].times_s), dev.type, host))

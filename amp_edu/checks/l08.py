@@ -20,7 +20,7 @@ from torch import nn
 
 from ..models import mlp
 from ..recipes import Amp
-from ..study import num_threads
+from ..device import num_threads
 from .core import call_learner, fail, passed, require_callable
 
 __all__ = ["reference_train_amp", "situations", "check_train_amp"]
