@@ -11,7 +11,6 @@ The lessons are stored as ``.ipynb`` — the single source. To edit one as text:
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import nbformat
@@ -127,7 +126,3 @@ def run_in_place(path, *, smoke: bool = False, timeout: int = 900) -> list:
     write(nb, path)
     errs = [e for e in error_outputs(nb) if "NBVAL_RAISES_EXCEPTION" not in nb.cells[e[0]].source]
     return errs
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit("use: python -m amp_edu.course.nbtool")
