@@ -1,6 +1,7 @@
 """checks.core.call_learner: the one way every grader calls the learner's code."""
 
 import pytest
+import torch
 
 from amp_edu.checks.core import NOT_DONE_HINT, CheckFailed, call_learner
 
@@ -35,3 +36,14 @@ def test_crash_names_the_exception_and_hint():
     assert "KeyError: 'w'" in str(e.value) and "saw KeyError" in str(e.value)
     with pytest.raises(CheckFailed, match="your function raised on this input"):
         call_learner("f", boom)
+
+
+def test_same_bits_tells_signed_zeros_and_last_bits_apart_but_not_nan_payloads():
+    from amp_edu.checks.core import same, same_bits
+    z, nz = torch.tensor([0.0]), torch.tensor([-0.0])
+    assert same(z, nz) and not same_bits(z, nz)
+    one = torch.tensor([1.0])
+    assert not same_bits(one, torch.nextafter(one, torch.tensor([2.0])))
+    other_nan = torch.tensor([0x7FC00001], dtype=torch.int32).view(torch.float32)
+    assert same_bits(torch.tensor([float("nan")]), other_nan)
+    assert not same_bits(one.double(), one) and not same_bits([1.0], one)

@@ -24,8 +24,8 @@ from typing import Any, Callable, Iterable
 
 import torch
 
-__all__ = ["CheckFailed", "fail", "passed", "same", "check_cases", "require_callable", "call_learner",
-           "NOT_DONE_HINT"]
+__all__ = ["CheckFailed", "fail", "passed", "same", "bits", "same_bits", "check_cases", "require_callable",
+           "call_learner", "NOT_DONE_HINT"]
 
 NOT_DONE_HINT = ("this exercise is not done yet: replace `raise NotImplementedError()` under "
                  "`# YOUR CODE HERE` with your code")
@@ -66,7 +66,7 @@ def passed(name: str, detail: str = "") -> str:
 
 
 def same(a: Any, b: Any, *, rtol: float = 0.0, atol: float = 0.0) -> bool:
-    """Equality that treats NaN == NaN, distinguishes -0.0 only when both tolerances are 0, and
+    """Equality that treats NaN == NaN (and -0.0 == 0.0: :func:`same_bits` tells them apart), and
     compares tensors (dtype and shape too), floats, and nested lists/tuples/dicts."""
     if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
         if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
@@ -91,6 +91,21 @@ def same(a: Any, b: Any, *, rtol: float = 0.0, atol: float = 0.0) -> bool:
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(same(a[k], b[k], rtol=rtol, atol=atol) for k in a)
     return a == b
+
+
+def bits(t: torch.Tensor) -> torch.Tensor:
+    """The bit patterns of a 16/32/64-bit float tensor, as integers of the same width, with every
+    NaN made the same NaN: equal bits mean equal to the last bit, and -0.0 is not 0.0."""
+    t = torch.where(t.isnan(), torch.full_like(t, math.nan), t)
+    return t.contiguous().view({2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()])
+
+
+def same_bits(a: Any, b: torch.Tensor) -> bool:
+    """``a`` is a tensor of ``b``'s dtype and shape with the same :func:`bits` (what torch's own
+    kernels produce, bit for bit: a result that differs only in the last bit or the sign of a zero
+    fails)."""
+    return (isinstance(a, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape
+            and torch.equal(bits(a), bits(b)))
 
 
 def require_callable(name: str, fn: Any) -> None:

@@ -22,20 +22,11 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from .. import scaler as _ref
-from .core import call_learner, fail, passed, require_callable
+from .core import bits, call_learner, fail, passed, require_callable, same_bits
 
 __all__ = ["check_unscale", "check_update"]
 
 INF, NAN = math.inf, math.nan
-
-
-def _bits(t: torch.Tensor) -> torch.Tensor:
-    t = torch.where(t.isnan(), torch.full_like(t, NAN), t)   # any NaN is the same NaN here
-    return t.contiguous().view({2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()])
-
-
-def _same_tensor(a: torch.Tensor, b: torch.Tensor) -> bool:
-    return a.dtype == b.dtype and a.shape == b.shape and torch.equal(_bits(a), _bits(b))
 
 
 def _show(grads) -> str:
@@ -139,17 +130,17 @@ def check_unscale(unscale_and_check_) -> None:
                 hint = "found_inf is 1.0 if any element of any gradient is inf, -inf or NaN, else 0.0"
             raise fail(name, input=shown, expected=expected, got=got, hint=hint)
         for k, (a, b) in enumerate(zip(theirs, ours)):
-            if not _same_tensor(a, b):
+            if not same_bits(a, b):
                 if any(not torch.isfinite(g).all() for g in grads):
                     hint = ("unscale every gradient even when you found an inf/NaN (torch does; the step "
                             "is skipped anyway, and the gradients then hold the unscaled values)")
-                elif not torch.equal(a, grads[k]) and scale_value != 1.0 and torch.equal(_bits(a), _bits(grads[k] / scale_value)):
+                elif not torch.equal(a, grads[k]) and scale_value != 1.0 and torch.equal(bits(a), bits(grads[k] / scale_value)):
                     hint = ("multiply by the inverse instead of dividing by the scale: torch computes "
                             "inv = float32(1/scale) once and multiplies, and for a scale like 3 or 1000 "
                             "g * inv and g / scale differ in the last bit")
                 elif torch.equal(a, grads[k]):
                     hint = "multiply the gradients in place (g.mul_(inv)): the caller keeps the same tensors"
-                elif a.dtype == torch.float64 and torch.equal(_bits(a), _bits(grads[k] * (1.0 / scale_value))):
+                elif a.dtype == torch.float64 and torch.equal(bits(a), bits(grads[k] * (1.0 / scale_value))):
                     hint = ("the inverse must be STORED as float32 after computing it in float64: "
                             "inv = scale.double().reciprocal().float(). torch multiplies even float64 "
                             "gradients by float32(1/scale); a Python float (1.0 / scale.item()) or a "
@@ -245,7 +236,7 @@ def check_update(update_scale_) -> None:
         if got_s.dtype != torch.float32 or got_t.dtype != torch.int32 or got_s.dim() or got_t.dim():
             raise fail(name, input=shown, expected=expected, got=f"scale {got_s!r}, tracker {got_t!r}",
                        hint="update the tensors you were given in place (fill_ / copy_), keeping their dtypes")
-        if not (_same_tensor(got_s, exp_s) and torch.equal(got_t, exp_t)):
+        if not (same_bits(got_s, exp_s) and torch.equal(got_t, exp_t)):
             if got_s.item() == scale and got_t.item() == tracker and (exp_s.item() != scale or exp_t.item() != tracker):
                 hint = ("nothing changed: update the tensors in place (scale.fill_(...), growth_tracker.fill_(...)); "
                         "assigning to the argument names does not change the caller's tensors")

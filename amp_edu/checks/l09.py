@@ -239,6 +239,13 @@ def _raising_model():
     return nn.Sequential(OrderedDict(fc=nn.Linear(4, 4), fails=_Fails(), head=nn.Linear(4, 2)))
 
 
+def _require_no_hooks(name: str, model: nn.Module, shown: str, hint: str) -> None:
+    left = _hooks_left(model)
+    if left:
+        raise fail(name, input=shown, expected="no hooks left on the model",
+                   got=f"hooks still registered on {left}", hint=hint)
+
+
 def check_first_nonfinite(fn) -> str:
     """Grade ``fn(model, x) -> str | None`` on models the lesson did not show."""
     name = "first_nonfinite_layer"
@@ -256,22 +263,16 @@ def check_first_nonfinite(fn) -> str:
         if got != expected or type(got) is not type(expected):
             raise fail(name, input=f"case {label!r}: {desc}", expected=expected, got=got,
                        hint=_diagnose(model, x, expected, got) + " " + _HINTS[label])
-        left = _hooks_left(model)
-        if left:
-            raise fail(name, input=f"case {label!r}: {desc}", expected="no hooks left on the model",
-                       got=f"hooks still registered on {left}",
-                       hint="keep the handles that register_forward_hook returns and call "
-                            ".remove() on each, in a finally: block so an exception cannot leave them")
+        _require_no_hooks(name, model, f"case {label!r}: {desc}",
+                          "keep the handles that register_forward_hook returns and call "
+                          ".remove() on each, in a finally: block so an exception cannot leave them")
         n += 1
     model, desc = _raising_model(), ("a model whose forward raises RuntimeError in its second module "
                                      "(the error may pass through your function)")
     call_learner(name, fn, (model, torch.randn(3, 4)), input=f"case 'forward_raises': {desc}",
                  expected="the RuntimeError passed through, or a result", returns=(RuntimeError,))
-    left = _hooks_left(model)
-    if left:
-        raise fail(name, input=f"case 'forward_raises': {desc}", expected="no hooks left on the model",
-                   got=f"hooks still registered on {left}",
-                   hint="the forward raised before your .remove() calls ran: register the hooks, then run "
-                        "the model inside try: ... finally: (remove every handle in the finally block)")
+    _require_no_hooks(name, model, f"case 'forward_raises': {desc}",
+                      "the forward raised before your .remove() calls ran: register the hooks, then run "
+                      "the model inside try: ... finally: (remove every handle in the finally block)")
     n += 1
     return passed(name, f"{n} models: first non-finite module found, hooks removed")

@@ -27,7 +27,7 @@ import torch.distributed as dist
 
 from .. import scaler as _ref
 from ..formats import dtype_name
-from .core import NOT_DONE_HINT, fail, passed, require_callable
+from .core import NOT_DONE_HINT, bits, fail, passed, require_callable, same_bits
 
 __all__ = ["check_unscale_and_sync", "run_ranks", "CASES"]
 
@@ -35,15 +35,6 @@ INF, NAN = math.inf, math.nan
 WORLD = 2
 _TIMEOUT_S = 3.0
 _counter = itertools.count()
-
-
-def _bits(t: torch.Tensor) -> torch.Tensor:
-    t = torch.where(t.isnan(), torch.full_like(t, NAN), t)
-    return t.contiguous().view({2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()])
-
-
-def _same_tensor(a, b) -> bool:
-    return isinstance(a, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape and torch.equal(_bits(a), _bits(b))
 
 
 def run_ranks(fn, per_rank_args, timeout_s: float = _TIMEOUT_S) -> list:
@@ -178,16 +169,16 @@ def check_unscale_and_sync(unscale_and_sync_) -> None:
                        hint="return the all-reduced tensor itself, on every rank")
         for r in range(WORLD):
             for k, (a, b) in enumerate(zip(theirs[r], expected[r][0])):
-                if _same_tensor(a, b):
+                if same_bits(a, b):
                     continue
                 g0 = per_rank[r][k]
-                if torch.equal(_bits(a), _bits(g0)):
+                if torch.equal(bits(a), bits(g0)):
                     hint = ("the gradients were not unscaled: multiply each one in place by the inverse "
                             "scale (g.mul_(inv)) -- also when an inf was found (the step is skipped anyway)")
-                elif torch.equal(_bits(a), _bits(g0 * scale_value)):
+                elif torch.equal(bits(a), bits(g0 * scale_value)):
                     hint = "you multiplied by the scale S: unscaling multiplies by 1/S"
-                elif scale_value != 1.0 and (torch.equal(_bits(a), _bits(g0 / scale_value)) or torch.equal(
-                        _bits(a), _bits((g0.double() * (1.0 / scale_value)).to(g0.dtype)))):
+                elif scale_value != 1.0 and (torch.equal(bits(a), bits(g0 / scale_value)) or torch.equal(
+                        bits(a), bits((g0.double() * (1.0 / scale_value)).to(g0.dtype)))):
                     hint = ("multiply by the float32-rounded inverse: inv = scale.double().reciprocal().float() "
                             "(computed in float64, stored as float32), then g.mul_(inv). Dividing by S, or "
                             "multiplying in float64 by the unrounded 1/S, rounds differently in the last bit "
