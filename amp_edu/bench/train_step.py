@@ -22,15 +22,15 @@ from .env import tf32
 from .matmul import slow_path
 from .timing import measure
 
-__all__ = ["RECIPES", "recipe_dtype", "unsupported", "make_step", "run_train_step"]
+__all__ = ["TIMED", "recipe_dtype", "unsupported", "make_step", "run_train_step"]
 
-RECIPES = ("fp32", "amp_fp16", "amp_bf16")
+TIMED = ("fp32", "amp_fp16", "amp_bf16")   # the recipes the train-step benchmark times
 _DTYPE = {"fp32": torch.float32, "amp_fp16": torch.float16, "amp_bf16": torch.bfloat16}
 
 
 def recipe_dtype(recipe: str) -> torch.dtype:
     if recipe not in _DTYPE:
-        raise ValueError(f"recipe must be one of {', '.join(RECIPES)}; got {recipe!r}")
+        raise ValueError(f"recipe must be one of {', '.join(TIMED)}; got {recipe!r}")
     return _DTYPE[recipe]
 
 

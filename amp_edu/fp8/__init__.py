@@ -18,12 +18,12 @@ from .convert import RECIPE_NAMES, convert_to_float8_training
 from .delayed import AmaxHistory, DelayedFloat8Linear, delayed_scale, update_amax_history
 from .gemm import scaled_mm
 from .linear import Float8Linear, float8_matmul
-from .recipes import RECIPES, Recipe, get_recipe
+from .recipes import SCALINGS, Recipe, get_recipe
 from .training import FP8_RECIPES, Fp8, keep_head
 from .scaling import EPS, amax, amax_to_scale, fp8_max, round_down_to_power_of_2, tensor_to_scale
 
 __all__ = [
-    "Float8Linear", "convert_to_float8_training", "RECIPE_NAMES", "FP8_RECIPES", "Fp8", "keep_head", "RECIPES", "Recipe", "get_recipe",
+    "Float8Linear", "convert_to_float8_training", "RECIPE_NAMES", "FP8_RECIPES", "Fp8", "keep_head", "SCALINGS", "Recipe", "get_recipe",
     "Float8Tensor", "cast_to_float8", "quantize_dequantize", "to_fp8_saturated", "scaled_mm",
     "float8_matmul", "AmaxHistory", "DelayedFloat8Linear", "delayed_scale", "update_amax_history",
     "EPS", "amax", "amax_to_scale", "fp8_max", "round_down_to_power_of_2", "tensor_to_scale",

@@ -20,11 +20,11 @@ from torch import nn
 
 from .delayed import DelayedFloat8Linear
 from .linear import Float8Linear
-from .recipes import RECIPES, get_recipe
+from .recipes import SCALINGS, get_recipe
 
 __all__ = ["convert_to_float8_training", "RECIPE_NAMES"]
 
-RECIPE_NAMES = (*RECIPES, "delayed")
+RECIPE_NAMES = (*SCALINGS, "delayed")
 
 
 def _swapper(recipe, history_len, margin) -> Callable[[nn.Linear], nn.Module]:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import torch
 
-__all__ = ["Recipe", "RECIPES", "get_recipe"]
+__all__ = ["Recipe", "SCALINGS", "get_recipe"]
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,7 @@ class Recipe:
     fast_accum_output: bool = True   # the forward GEMM; the two backward GEMMs never use it
 
 
-RECIPES = {
+SCALINGS = {
     "tensorwise": Recipe("tensorwise", False, torch.float8_e4m3fn, torch.float8_e4m3fn,
                          torch.float8_e5m2, power_of_2=False),
     "rowwise": Recipe("rowwise", True, torch.float8_e4m3fn, torch.float8_e4m3fn,
@@ -51,6 +51,6 @@ def get_recipe(recipe) -> Recipe:
     """A :class:`Recipe`, or its name (``"tensorwise"`` or ``"rowwise"``)."""
     if isinstance(recipe, Recipe):
         return recipe
-    if isinstance(recipe, str) and recipe in RECIPES:
-        return RECIPES[recipe]
-    raise ValueError(f"recipe must be one of {sorted(RECIPES)} or a Recipe, got {recipe!r}")
+    if isinstance(recipe, str) and recipe in SCALINGS:
+        return SCALINGS[recipe]
+    raise ValueError(f"recipe must be one of {sorted(SCALINGS)} or a Recipe, got {recipe!r}")
