@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["WeightCache", "cacheable"]
+__all__ = ["WeightCache", "cacheable", "plain_cast", "CAST_METHOD"]
 
 
 def cacheable(t: torch.Tensor, to: torch.dtype, low_dtype: torch.dtype) -> bool:
@@ -44,13 +44,19 @@ def cacheable(t: torch.Tensor, to: torch.dtype, low_dtype: torch.dtype) -> bool:
 
 
 # Tensor.bfloat16() / .half() / .float() are Tensor.to(dtype) with less argument parsing
-_CAST_METHOD = {torch.bfloat16: torch.Tensor.bfloat16, torch.float16: torch.Tensor.half,
-                torch.float32: torch.Tensor.float}
+CAST_METHOD = {torch.bfloat16: torch.Tensor.bfloat16, torch.float16: torch.Tensor.half,
+               torch.float32: torch.Tensor.float}
 
 
-def _plain_to(t: torch.Tensor, to: torch.dtype) -> torch.Tensor:
-    method = _CAST_METHOD.get(to)
+def plain_cast(t: torch.Tensor, to: torch.dtype) -> torch.Tensor:
+    """``t.to(to)``, by the cheapest call that does it (autocast's default cast)."""
+    method = CAST_METHOD.get(to)
     return method(t) if method is not None else t.to(dtype=to)
+
+
+def _caster_to(to: torch.dtype):
+    """A one-argument ``t -> t.to(to)`` (a C method where there is one: no Python frame per cast)."""
+    return CAST_METHOD.get(to) or (lambda t: t.to(dtype=to))
 
 
 class WeightCache:
@@ -62,7 +68,8 @@ class WeightCache:
         self.hits = 0
         self._casters: dict = {}
 
-    def _store(self, to: torch.dtype) -> dict:
+    def store(self, to: torch.dtype) -> dict:
+        """The ``{id(source): (source, copy)}`` dict of casts to ``to`` (made on first use)."""
         store = self._stores.get(to)
         if store is None:
             store = self._stores[to] = {}
@@ -74,8 +81,8 @@ class WeightCache:
     def cast(self, t: torch.Tensor, to: torch.dtype, *, low_dtype: torch.dtype, enabled: bool = True):
         """``t.to(to)``, served from the cache when ``t`` is a cacheable weight."""
         if not (enabled and cacheable(t, to, low_dtype)) or torch.is_inference_mode_enabled():
-            return t.to(to)
-        store = self._store(to)
+            return plain_cast(t, to)
+        store = self.store(to)
         hit = store.get(id(t))
         if hit is not None and hit[0] is t:
             self.hits += 1
@@ -88,38 +95,41 @@ class WeightCache:
         store[id(t)] = (t, out)
         return out
 
-    def caster(self, low_dtype: torch.dtype, enabled: bool = True):
-        """``cast(t, to)`` for a region whose low-precision dtype is ``low_dtype``: :meth:`cast` with
-        its arguments bound, made once per setting (the mode's hot path calls it per tensor).
-        The caller passes ``enabled=False`` in inference mode (it checks once per op, not per tensor)."""
-        key = (low_dtype, enabled)
+    def caster(self, low_dtype: torch.dtype, to: torch.dtype, enabled: bool = True):
+        """``cast(t)``: ``t.to(to)`` in a region whose low-precision dtype is ``low_dtype`` -- :meth:`cast`
+        with its arguments bound, made once per setting, since the mode's hot path calls it per tensor.
+
+        Only casts *to* ``low_dtype`` are ever cached, so every other target gets the plain C method
+        (``Tensor.float``). The caller passes ``enabled=False`` when the region's cache is off or in
+        inference mode (it checks once per op, not per tensor).
+        """
+        key = (low_dtype, to, enabled)
         fn = self._casters.get(key)
         if fn is not None:
             return fn
-        if not enabled:
-            fn = _plain_to
+        plain = _caster_to(to)
+        if not enabled or to != low_dtype:
+            fn = plain
         else:
-            store, f32, is_cached, methods = self._store(low_dtype), torch.float32, torch._C._is_cached_tensor, _CAST_METHOD
-            grad_on = torch.is_grad_enabled
+            store, f32, is_cached, grad_on = self.store(low_dtype), torch.float32, torch._C._is_cached_tensor, torch.is_grad_enabled
 
-            low_method = methods.get(low_dtype) or (lambda t: t.to(dtype=low_dtype))
-
-            def fn(t, to):
-                if (to is low_dtype and t.requires_grad and t.is_leaf and t.dtype is f32 and not t._is_view()
+            def fn(t):
+                # cacheable(t, to, low_dtype), cheapest test first (activations rarely require grad
+                # *and* are leaves; weights always are)
+                if not (t.requires_grad and t.is_leaf and t.dtype is f32 and not t._is_view()
                         and not is_cached(t)):
-                    hit = store.get(id(t))
-                    if hit is not None and hit[0] is t:
-                        self.hits += 1
-                        return hit[1]
-                    if grad_on():
-                        out = low_method(t)
-                    else:
-                        with torch.enable_grad():      # a no_grad forward: keep the autograd edge anyway
-                            out = low_method(t)
-                    store[id(t)] = (t, out)
-                    return out
-                method = methods.get(to)
-                return method(t) if method is not None else t.to(dtype=to)
+                    return plain(t)
+                hit = store.get(id(t))
+                if hit is not None and hit[0] is t:
+                    self.hits += 1
+                    return hit[1]
+                if grad_on():
+                    out = plain(t)
+                else:
+                    with torch.enable_grad():      # a no_grad forward: keep the autograd edge anyway
+                        out = plain(t)
+                store[id(t)] = (t, out)
+                return out
         self._casters[key] = fn
         return fn
 

@@ -85,6 +85,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from .cache import WeightCache
+from .fastpath import PLAIN_TENSORS, cast_positional
 from .policy import ALIASES, CONDITIONAL, FP32, LOWER, POLICIES, cast_arguments, decide, lookup, op_name
 
 __all__ = ["autocast", "is_autocast_enabled", "get_autocast_dtype", "get_autocast_policy",
@@ -195,6 +196,17 @@ _ALL_REGISTERED = TORCH_REGISTERED["cpu"] | TORCH_REGISTERED["cuda"]
 THIN_WRAPPERS = {torch.nn.functional.cross_entropy: "cross_entropy_loss"}
 
 
+_REGISTERED_CPU = TORCH_REGISTERED["cpu"]
+
+
+def _no_tensors(kwargs: dict) -> bool:
+    """No keyword argument is a tensor or a container that may hold one (``out=`` is a tensor)."""
+    for v in kwargs.values():
+        if isinstance(v, (torch.Tensor, list, tuple, dict)):
+            return False
+    return True
+
+
 def _route(func):
     """``_OPEN`` for a Python-level composite; the ATen name for an op a policy lists or torch's
     autocast registers; ``("composite", name)`` for a known C++ composite; else None."""
@@ -257,9 +269,15 @@ def redispatch(func, types_, args, kwargs):
 
 _is_enabled = torch._C.is_autocast_enabled
 _set_enabled = torch._C.set_autocast_enabled
+# the same two bits read and written by enum, without parsing a device string (the hot path's
+# spelling of ``is_autocast_enabled("cpu")`` and ``set_autocast_enabled("cpu", not excluded)``)
+_excluded = torch._C._dispatch_tls_is_dispatch_key_excluded
+_set_excluded = torch._C._dispatch_tls_set_dispatch_key_excluded
+_CPU_KEY, _CUDA_KEY = torch._C.DispatchKey.AutocastCPU, torch._C.DispatchKey.AutocastCUDA
 _get_dtype = torch._C.get_autocast_dtype
 _cache_on = torch._C.is_autocast_cache_enabled
 _inference = torch.is_inference_mode_enabled
+_F32 = torch.float32
 
 
 def _autocast_device(args, kwargs):
@@ -295,8 +313,10 @@ class _AutocastMode(TorchFunctionMode):
         super().__init__()
         self.own_policy = True
         self.policy = state.policy            # this thread's per-device tables (shared dict)
+        self.cpu_table = POLICIES["cpu"]         # the table of CPU tensors' region (the hot path's)
+        self.cpu_conditional = CONDITIONAL["cpu"]
         self.cache = state.cache
-        self._cached_casts: dict = {}          # low dtype -> self.cache.caster(low_dtype, True)
+        self._casters: dict = {}               # (to, low dtype, cache on) -> self.cache.caster(...)
         self.opening = state.opening
         self._guard = torch._C._ExcludeDispatchKeyGuard(_AUTOCAST_KEYS)   # reusable, not re-entrant
         self._guard_busy = False
@@ -314,12 +334,40 @@ class _AutocastMode(TorchFunctionMode):
         finally:
             self._guard_busy = False
 
+    def refresh(self) -> None:
+        """Re-read the thread's policies (a region opened or closed)."""
+        self.own_policy = _own_policy(self.policy)
+        self.cpu_table = POLICIES[self.policy["cpu"]]
+        self.cpu_conditional = CONDITIONAL[self.policy["cpu"]]
+
     def __torch_function__(self, func, types_, args=(), kwargs=None):
         route = _ROUTES.get(func, _UNSEEN)
         if route is _UNSEEN:
             route = _route(func)
             if not isinstance(func, types.MethodType):
                 _ROUTES[func] = route
+        kind = self.cpu_table.get(route) if type(route) is str else None
+        if ((kind is LOWER or kind is FP32) and args and (not kwargs or _no_tensors(kwargs))
+                and route not in self.cpu_conditional):
+            # The hot path: a lower/fp32 op on plain CPU tensors passed positionally (what nn.Linear,
+            # the losses and most user code make): the general path's decisions below, in the order
+            # that reads the fewest properties, with the casts in one loop (fastpath.py).
+            # With CUDA autocast off, the op's autocast device is the CPU if any tensor argument is
+            # on it (``_autocast_device``), and only CPU tensors are cast: the loop decides both.
+            if _excluded(_CUDA_KEY) and not _excluded(_CPU_KEY):      # CPU autocast on, CUDA off
+                if kind is LOWER:
+                    low_dtype = _get_dtype("cpu")
+                    cast = cast_positional(self.cache, args, low_dtype, low_dtype, _cache_on() and not _inference())
+                else:
+                    cast = cast_positional(self.cache, args, _F32, None, False)
+                if cast is not None:
+                    if self.own_policy and route not in _REGISTERED_CPU:
+                        return func(*cast, **kwargs) if kwargs else func(*cast)
+                    _set_excluded(_CPU_KEY, True)     # exclude torch's AutocastCPU key (see below)
+                    try:
+                        return func(*cast, **kwargs) if kwargs else func(*cast)
+                    finally:
+                        _set_excluded(_CPU_KEY, False)
         if route is None:
             if self.own_policy:
                 return func(*args, **kwargs) if kwargs else func(*args)
@@ -363,17 +411,16 @@ class _AutocastMode(TorchFunctionMode):
             kind = lookup(table, route, args, kwargs)
         if kind is not None:
             low_dtype = _get_dtype(device)
-            if _cache_on() and not _inference():
-                cast = self._cached_casts.get(low_dtype) or self._cached_casts.setdefault(
-                    low_dtype, self.cache.caster(low_dtype, True))
+            cache_on = _cache_on() and not _inference()
+            if kind is LOWER or kind is FP32:          # the two common kinds, casts written out
+                to = low_dtype if kind is LOWER else _F32
+                cast = self._casters.get((to, low_dtype, cache_on))
+                if cast is None:
+                    cast = self._casters[to, low_dtype, cache_on] = self.cache.caster(low_dtype, to, cache_on)
+                args, kwargs = cast_arguments(args, kwargs, to, device, cast)
             else:
-                cast = self.cache.caster(low_dtype, False)
-            if kind == LOWER:
-                args, kwargs = cast_arguments(args, kwargs, low_dtype, device, cast)
-            elif kind == FP32:
-                args, kwargs = cast_arguments(args, kwargs, torch.float32, device, cast)
-            else:
-                args, kwargs = decide(kind, args, kwargs, device_type=device, dtype=low_dtype, cast=cast)
+                args, kwargs = decide(kind, args, kwargs, device_type=device, dtype=low_dtype,
+                                      cast=lambda t, to: self.cache.caster(low_dtype, to, cache_on)(t))
         if self.own_policy and route not in TORCH_REGISTERED[device]:
             return func(*args, **kwargs)
         if device == "cpu" and not _is_enabled("cuda"):
@@ -500,7 +547,7 @@ class autocast:
                 st.spare = _AutocastMode(st)
             st.mode = st.spare
             st.mode.__enter__()
-        st.mode.own_policy = _own_policy(st.policy)
+        st.mode.refresh()
         return self
 
     def __exit__(self, exc_type, exc_val, exc_tb):
@@ -518,7 +565,7 @@ class autocast:
             mode, st.mode = st.mode, None
             mode.__exit__(exc_type, exc_val, exc_tb)
         else:
-            st.mode.own_policy = _own_policy(st.policy)
+            st.mode.refresh()
         return False
 
     def __call__(self, func):

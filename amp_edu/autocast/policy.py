@@ -60,6 +60,8 @@ from typing import Any, Callable
 
 import torch
 
+from .cache import _caster_to, plain_cast
+
 __all__ = [
     "LOWER", "FP32", "FP32_DTYPE", "PROMOTE", "BANNED", "KINDS",
     "POLICIES", "REGISTERED", "COMPOSITES", "ALIASES", "BCE_BANNED_MESSAGE", "ELIGIBLE_DTYPES",
@@ -261,6 +263,7 @@ ELIGIBLE_DTYPES = frozenset(d for d in vars(torch).values()
                             if isinstance(d, torch.dtype) and d.is_floating_point and d is not torch.float64)
 # "is this tensor on device_type?" without building a torch.device per tensor (the hot path)
 _ON_DEVICE = {"cpu": operator.attrgetter("is_cpu"), "cuda": operator.attrgetter("is_cuda")}
+_is_cpu = _ON_DEVICE["cpu"]
 
 
 def _on_device(device_type: str):
@@ -282,45 +285,36 @@ def iter_tensors(obj):
 
 
 def _cast_tree(obj, to: torch.dtype, on_device, cast):
-    """``obj`` with every eligible tensor not already of dtype ``to`` replaced by ``cast(t, to)``,
+    """``obj`` with every eligible tensor not already of dtype ``to`` replaced by ``cast(t)``,
     looking inside lists and tuples (and keeping their type)."""
     if isinstance(obj, torch.Tensor):
         dt = obj.dtype
         if dt is not to and dt in ELIGIBLE_DTYPES and on_device(obj):
-            return cast(obj, to)
+            return cast(obj)
         return obj
     if isinstance(obj, (list, tuple)):
         return type(obj)([_cast_tree(item, to, on_device, cast) for item in obj])
     return obj
 
 
-# Tensor.bfloat16() / .half() / .float() are Tensor.to(dtype) with less argument parsing
-_CAST_METHOD = {torch.bfloat16: torch.Tensor.bfloat16, torch.float16: torch.Tensor.half,
-                torch.float32: torch.Tensor.float}
-
-
-def _plain_cast(t: torch.Tensor, to: torch.dtype) -> torch.Tensor:
-    method = _CAST_METHOD.get(to)
-    return method(t) if method is not None else t.to(dtype=to)
-
-
 def cast_arguments(args: tuple, kwargs: dict, to: torch.dtype, device_type: str, cast=None):
     """``(args, kwargs)`` with every eligible tensor not already of dtype ``to`` replaced by
-    ``cast(t, to)`` (default ``t.to(to)``), looking inside lists and tuples: the work of the
-    ``lower`` and ``fp32`` categories (:func:`decide` calls it; so does the mode's hot path, which
-    is why the common case -- tensors on the CPU, no nesting -- is written out here)."""
-    cast = cast or _plain_cast
+    ``cast(t)`` (default ``t.to(to)``), looking inside lists and tuples: the work of the ``lower``
+    and ``fp32`` categories. :func:`decide` calls it, and so does the mode's hot path, which is
+    why the common case (tensors on the CPU, none nested) is written out in one comprehension."""
+    if cast is None:
+        cast = _caster_to(to)
     if device_type != "cpu":
         return _cast_all(args, kwargs, to, _on_device(device_type), cast)
-    on_cpu = _ON_DEVICE["cpu"]
-    args = tuple([(cast(a, to) if a.dtype is not to and a.dtype in ELIGIBLE_DTYPES and a.is_cpu else a)
+    eligible = ELIGIBLE_DTYPES
+    args = tuple([(cast(a) if (dt := a.dtype) is not to and dt in eligible and a.is_cpu else a)
                   if isinstance(a, torch.Tensor) else
-                  _cast_tree(a, to, on_cpu, cast) if isinstance(a, (list, tuple)) else a
+                  _cast_tree(a, to, _is_cpu, cast) if isinstance(a, (list, tuple)) else a
                   for a in args])
     if kwargs:
         for v in kwargs.values():
             if isinstance(v, (torch.Tensor, list, tuple)):
-                return args, {k: _cast_tree(v, to, on_cpu, cast) for k, v in kwargs.items()}
+                return args, {k: _cast_tree(v, to, _is_cpu, cast) for k, v in kwargs.items()}
     return args, kwargs
 
 
@@ -331,7 +325,7 @@ def _cast_all(args: tuple, kwargs: dict, to: torch.dtype, on_device, cast):
         if isinstance(a, torch.Tensor):
             dt = a.dtype
             if dt is not to and dt in ELIGIBLE_DTYPES and on_device(a):
-                a = cast(a, to)
+                a = cast(a)
         elif isinstance(a, (list, tuple)):
             a = _cast_tree(a, to, on_device, cast)
         out.append(a)
@@ -380,14 +374,11 @@ def decide(kind: str, args: tuple, kwargs: dict, *, device_type: str, dtype: tor
     ``dtype`` is the region's low-precision dtype; ``cast(t, to)`` performs one cast (the weight
     cache plugs in here; default ``t.to(to)``). Raises RuntimeError for a banned op.
     """
-    cast = cast or _plain_cast
-    if kind == LOWER:
-        return cast_arguments(args, kwargs, dtype, device_type, cast)
-    if kind == FP32:
-        return cast_arguments(args, kwargs, torch.float32, device_type, cast)
-    if kind == PROMOTE:
-        return _cast_all(args, kwargs, promote_dtype(args, kwargs, device_type, dtype),
-                         _on_device(device_type), cast)
+    cast = cast or plain_cast
+    if kind in (LOWER, FP32, PROMOTE):
+        to = (dtype if kind == LOWER else torch.float32 if kind == FP32
+              else promote_dtype(args, kwargs, device_type, dtype))
+        return cast_arguments(args, kwargs, to, device_type, lambda t: cast(t, to))
     if kind == FP32_DTYPE:
         # ask the kernel for a float32 result unless the caller chose a dtype
         if has_explicit_dtype(args, kwargs) or not is_eligible(_first_tensor(args, kwargs), device_type):
