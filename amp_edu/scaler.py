@@ -134,17 +134,19 @@ def _check_one_element_float(tensor: torch.Tensor, name: str, kind: str, device_
         raise RuntimeError(f"{name} must be a{'n int' if kind == torch.int32 else ' float'} tensor.")
 
 
-def _first_bad_grad(grads: list[torch.Tensor], device_type: str) -> tuple[int, Exception | None]:
+def _first_bad_grad(grads: list[torch.Tensor], device_type: str,
+                    uniform: bool = False) -> tuple[int, Exception | None]:
     """Index and error of the first gradient torch's kernel would refuse (it walks the list in
     order, so the gradients before it are already unscaled when it raises), or ``(len, None)``.
-    A sparse tensor anywhere is refused before any work, by torch's dispatcher."""
+    A sparse tensor anywhere is refused before any work, by torch's dispatcher. ``uniform``: the
+    caller grouped ``grads`` by device and dtype, so the first one speaks for all of them."""
     for g in grads:
         if g.layout != torch.strided:
             backend = {torch.sparse_coo: "Sparse", torch.sparse_csr: "SparseCsr"}.get(g.layout, str(g.layout))
             return 0, NotImplementedError(
                 f"Could not run 'aten::_amp_foreach_non_finite_check_and_unscale_' with arguments from the "
                 f"'{backend}{device_type.upper()}' backend.")
-    for i, g in enumerate(grads):
+    for i, g in enumerate(grads[:1] if uniform else grads):
         if g.device.type != device_type:
             return i, RuntimeError(f"one of scaled_grads was not a {device_type.upper()} tensor.")
         if g.dtype not in _UNSCALABLE:
@@ -154,8 +156,10 @@ def _first_bad_grad(grads: list[torch.Tensor], device_type: str) -> tuple[int, E
     return len(grads), None
 
 
-def _check_and_unscale_(by_shape: dict, found_inf: torch.Tensor, inv_scale: torch.Tensor) -> None:
-    """:func:`non_finite_check_and_unscale_` for gradients already grouped by shape and dtype."""
+def _check_and_unscale_(by_shape: dict, found_inf: torch.Tensor, inv_scale: torch.Tensor,
+                        uniform: bool = False) -> None:
+    """:func:`non_finite_check_and_unscale_` for gradients already grouped by shape and dtype
+    (``uniform``: all of one device and dtype, see :func:`_first_bad_grad`)."""
     grads = [g for same_shape in by_shape.values() for g in same_shape]
     if not grads:
         return
@@ -163,7 +167,7 @@ def _check_and_unscale_(by_shape: dict, found_inf: torch.Tensor, inv_scale: torc
     for tensor, name in ((inv_scale, "inv_scale"), (found_inf, "found_inf")):
         _check_one_element_float(tensor, name, torch.float32, device_type)
     inv_scale = inv_scale.reshape(())              # a (1,)-shaped inv_scale is accepted, like torch
-    bad_at, error = _first_bad_grad(grads, device_type)
+    bad_at, error = _first_bad_grad(grads, device_type, uniform)
     if error is not None:
         good: dict = {}
         for g in grads[:bad_at]:
@@ -208,6 +212,16 @@ def non_finite_check_and_unscale_(grads: list[torch.Tensor], found_inf: torch.Te
     for g in grads:
         by_shape.setdefault((g.shape, g.dtype), []).append(g)     # stacking needs one dtype
     _check_and_unscale_(by_shape, found_inf, inv_scale)
+
+
+def _check_and_unscale_uniform_(grads: list[torch.Tensor], found_inf: torch.Tensor,
+                                inv_scale: torch.Tensor) -> None:
+    """:func:`non_finite_check_and_unscale_` for gradients of one device and dtype (the scaler's
+    groups): the same work, with each gradient's device and dtype not asked again."""
+    by_shape: dict[torch.Size, list[torch.Tensor]] = {}
+    for g in grads:
+        by_shape.setdefault(g.shape, []).append(g)
+    _check_and_unscale_(by_shape, found_inf, inv_scale, uniform=True)
 
 
 # --------------------------------------------------------------------------------------------
@@ -507,23 +521,33 @@ class GradScaler:
         # {device: {dtype: [grads]}}: one fused check-and-unscale per device and dtype, in the
         # order torch visits them (so a refused dtype raises after the same groups are done)
         groups: dict[torch.device, dict[torch.dtype, list[torch.Tensor]]] = {}
+        check = None if type(self)._check_param is GradScaler._check_param else self._check_param
+        last_key, same = None, None          # most gradients share the previous one's group
         with torch.no_grad():
             for group in optimizer.param_groups:
-                for param in group["params"]:
-                    self._check_param(param)
+                params = group["params"]
+                if check is None:
+                    self._check_params(params)
+                for param in params:
+                    if check is not None:
+                        check(param)
                     grad = param.grad
                     if grad is None:
                         continue
-                    if not allow_fp16 and grad.dtype == torch.float16:
+                    dtype = grad.dtype
+                    if dtype is torch.float16 and not allow_fp16:
                         # fp16 *parameters* (model.half()) give fp16 gradients: unscaling them
                         # in fp16 would underflow -- the master weights must be fp32.
                         raise ValueError("Attempting to unscale FP16 gradients.")
                     if grad.is_sparse:
                         # duplicate indices add up when coalesced, which may overflow fp16
-                        if grad.dtype is torch.float16:
+                        if dtype is torch.float16:
                             param.grad = grad = self._coalesce_fp16(grad)
                         grad = grad._values()
-                    groups.setdefault(grad.device, {}).setdefault(grad.dtype, []).append(grad)
+                    key = (grad.device, dtype)
+                    if key != last_key:
+                        last_key, same = key, groups.setdefault(key[0], {}).setdefault(dtype, [])
+                    same.append(grad)
             for device, by_dtype in groups.items():
                 for grads in by_dtype.values():
                     self._check_and_unscale_group_(grads, found_infs.get(device), inv_scales.get(device))
@@ -533,6 +557,13 @@ class GradScaler:
     def _check_param(param) -> None:
         if not isinstance(param, torch.Tensor):
             raise AssertionError(f"expected param to be torch.Tensor, got {type(param).__name__}")
+
+    @classmethod
+    def _check_params(cls, params) -> None:
+        """:meth:`_check_param` of each, asked of the few distinct types (the check is a type test)."""
+        if not all(issubclass(kind, torch.Tensor) for kind in set(map(type, params))):
+            for p in params:                  # the first one that is not a tensor raises
+                cls._check_param(p)
 
     @staticmethod
     def _coalesce_fp16(grad: torch.Tensor) -> torch.Tensor:
@@ -547,10 +578,10 @@ class GradScaler:
         dtensor = _dtensor_class()
         # the few distinct types of the gradients, not an isinstance per gradient (5x cheaper)
         if dtensor is None or not any(issubclass(t, dtensor) for t in set(map(type, grads))):
-            non_finite_check_and_unscale_(grads, found_inf, inv_scale)
+            _check_and_unscale_uniform_(grads, found_inf, inv_scale)
             return
         _refuse_mixed_(grads, dtensor)
-        non_finite_check_and_unscale_([local_tensor(g) for g in grads], found_inf, inv_scale)
+        _check_and_unscale_uniform_([local_tensor(g) for g in grads], found_inf, inv_scale)
         self._agree_within_mesh_(found_inf, grads[0])
 
     def _agree_within_mesh_(self, found_inf: torch.Tensor, first_grad) -> None:

@@ -945,3 +945,18 @@ def test_copies_of_a_scaler_like_torch(how, lazy):
         b = clone(s)
         return sorted(b.__dict__), repr(b.state_dict()), b._scale is None, b._per_optimizer_states["x"]
     assert outcome(lambda: script(GradScaler)) == outcome(lambda: script(TorchScaler))
+
+
+def test_a_parameter_that_is_not_a_tensor_is_refused_naming_the_first_one():
+    # the check asks the few distinct types, but the error must still name the first bad entry
+    p = torch.nn.Parameter(torch.ones(2))
+    p.grad = torch.ones(2)
+
+    class Opt:
+        param_groups = [{"params": [p, "not a tensor", 3]}]
+
+    s = GradScaler("cpu")
+    s.scale(torch.ones((), requires_grad=True))
+    with pytest.raises(AssertionError, match="got str"):
+        s.unscale_(Opt())
+    assert torch.equal(p.grad, torch.ones(2)), "no gradient may be unscaled before the refusal"

@@ -32,7 +32,7 @@ import torch
 
 from ..formats import dtype_name
 from .mode import autocast
-from .policy import iter_tensors
+from ..tree import tensors
 
 __all__ = ["Check", "Report", "cpu_checks", "cuda_checks", "run", "torch_lists", "by_list", "everyday",
            "everyday_calls", "KNOWN_GAPS"]
@@ -213,7 +213,7 @@ def _invoke(call, cast_to=None):
 
 
 def _first_tensor(out):
-    return next(iter_tensors(out), None)
+    return next(tensors(out), None)
 
 
 def _outcome(fn) -> tuple[str, Any]:

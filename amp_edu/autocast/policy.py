@@ -60,12 +60,13 @@ from typing import Any, Callable
 
 import torch
 
+from ..tree import tensors
 from .cache import _caster_to, plain_cast
 
 __all__ = [
     "LOWER", "FP32", "FP32_DTYPE", "PROMOTE", "BANNED", "KINDS",
     "POLICIES", "REGISTERED", "COMPOSITES", "ALIASES", "BCE_BANNED_MESSAGE", "ELIGIBLE_DTYPES",
-    "op_name", "kind_of", "lookup", "CONDITIONAL", "cast_arguments", "is_eligible", "iter_tensors", "promote_dtype", "has_explicit_dtype", "decide",
+    "op_name", "kind_of", "lookup", "CONDITIONAL", "cast_arguments", "is_eligible", "promote_dtype", "has_explicit_dtype", "decide",
 ]
 
 LOWER, FP32, FP32_DTYPE, PROMOTE, BANNED = "lower", "fp32", "fp32_dtype", "promote", "banned"
@@ -275,15 +276,6 @@ def is_eligible(t: Any, device_type: str) -> bool:
     return isinstance(t, torch.Tensor) and t.dtype in ELIGIBLE_DTYPES and _on_device(device_type)(t)
 
 
-def iter_tensors(obj):
-    """Every tensor in ``obj``, looking inside lists and tuples (``cat``'s first argument)."""
-    if isinstance(obj, torch.Tensor):
-        yield obj
-    elif isinstance(obj, (list, tuple)):
-        for item in obj:
-            yield from iter_tensors(item)
-
-
 def _cast_tree(obj, to: torch.dtype, on_device, cast):
     """``obj`` with every eligible tensor not already of dtype ``to`` replaced by ``cast(t)``,
     looking inside lists and tuples (and keeping their type)."""
@@ -345,7 +337,7 @@ def promote_dtype(args, kwargs, device_type: str, low_dtype: torch.dtype) -> tor
     """
     widest = low_dtype
     on_device = _on_device(device_type)
-    for t in iter_tensors((args, tuple(kwargs.values()))):
+    for t in tensors((args, tuple(kwargs.values()))):
         dt = t.dtype
         if dt not in ELIGIBLE_DTYPES or not on_device(t) or widest is torch.float32:
             continue

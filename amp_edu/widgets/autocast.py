@@ -17,7 +17,8 @@ import torch.nn.functional as F
 
 from .. import formats
 from ..autocast import autocast
-from ..autocast.policy import decide, iter_tensors, kind_of
+from ..autocast.policy import decide, kind_of
+from ..tree import tensors
 from ..autocast.trace import short_dtype
 from .base import Explorer
 
@@ -94,7 +95,7 @@ def explain_op(op: str, policy: str = "cuda", dtype: str = "fp16", a: str = "fp3
     kind = kind_of(policy, aten, args, {})
     try:
         cast_args = decide(kind, args, {}, device_type="cpu", dtype=low)[0] if kind else args
-        cast = [short_dtype(t.dtype) for t in iter_tensors(cast_args)]
+        cast = [short_dtype(t.dtype) for t in tensors(cast_args)]
     except RuntimeError:
         cast = []
     with autocast("cpu", dtype=low, policy=policy):
@@ -104,7 +105,7 @@ def explain_op(op: str, policy: str = "cuda", dtype: str = "fp16", a: str = "fp3
         with torch.autocast("cpu", dtype=low):
             theirs = _outcome(fn, args)
     return {"op": op, "aten": aten, "policy": policy, "kind": kind or "untouched",
-            "inputs": [short_dtype(t.dtype) for t in iter_tensors(args)], "cast_inputs": cast,
+            "inputs": [short_dtype(t.dtype) for t in tensors(args)], "cast_inputs": cast,
             "ours": ours, "torch": theirs, "why": WHY[kind]}
 
 
