@@ -25,6 +25,8 @@ import copy
 
 import torch
 
+from .validate import check_int
+
 __all__ = ["checkpoint", "restore"]
 
 
@@ -57,8 +59,10 @@ def checkpoint(model, optimizer, scaler=None, scheduler=None, *, step: int | Non
         raise TypeError(f"optimizer must be a torch.optim.Optimizer, got {type(optimizer).__name__}")
     _has_state(scaler, "scaler")
     _has_state(scheduler, "scheduler")
-    if step is not None and (isinstance(step, bool) or not isinstance(step, int) or step < 0):
-        raise ValueError(f"step must be None or an int >= 0 (the optimizer steps taken), got {step!r}")
+    if step is not None:
+        step = check_int(step, "step")
+        if step < 0:
+            raise ValueError(f"step must be None or an int >= 0 (the optimizer steps taken), got {step!r}")
     generators = _check_generators(generators)
     state = {
         "step": step,

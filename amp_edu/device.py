@@ -23,6 +23,8 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
+from .validate import check_int
+
 __all__ = ["DeviceInfo", "is_smoke", "pick_device", "pick", "info", "setup_line", "report", "cpu_flags",
            "num_threads"]
 
@@ -75,7 +77,8 @@ def num_threads(n: int | None):
     if n is None:
         yield
         return
-    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+    n = check_int(n, "threads")
+    if n < 1:
         raise ValueError(f"threads must be None or a positive int, got {n!r}")
     old = torch.get_num_threads()
     torch.set_num_threads(n)

@@ -35,6 +35,7 @@ import torch.nn as nn
 
 from . import models
 from .hooks import module_stack
+from .validate import check_int, check_number
 
 __all__ = ["SavedTensor", "SavedReport", "saved_tensors", "saved_bytes", "relu_mlp", "relu_mlp_saved_bytes",
            "relu_mlp_line", "fit_line",
@@ -194,8 +195,7 @@ def relu_mlp(widths: Sequence[int], *, seed: int = 0, device="cpu") -> nn.Sequen
 def relu_mlp_saved_bytes(widths: Sequence[int], batch: int, dtype: torch.dtype | None = None) -> int:
     """Measured saved bytes (:attr:`SavedReport.total_bytes`) of ``relu_mlp(widths)`` on a random
     ``batch`` — under autocast for fp16/bf16 — on the CPU."""
-    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-        raise ValueError(f"batch must be a positive int, got {batch!r}")
+    batch = check_int(batch, "batch", min=1)
     model = relu_mlp(widths)
     return saved_bytes(model, torch.randn(batch, widths[0]), dtype=dtype).total_bytes
 
@@ -216,9 +216,8 @@ def fit_line(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float]:
     if len(xs) != len(ys) or len(xs) < 2:
         raise ValueError("need at least two (x, y) points of equal length")
     for what, vals in (("xs", xs), ("ys", ys)):
-        for v in vals:
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-                raise ValueError(f"{what} must hold finite numbers (ints or floats), got {v!r}")
+        for i, v in enumerate(vals):
+            check_number(v, f"{what}[{i}]")
     mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
     sxx = sum((x - mx) ** 2 for x in xs)
     if sxx == 0:
@@ -231,8 +230,7 @@ def largest_batch(budget_bytes: float, fixed_bytes: float, per_sample_bytes: flo
     """The largest batch ``B`` with ``fixed + B·per_sample <= budget`` (0 if even B = 1 does not fit)."""
     for name, v in (("budget_bytes", budget_bytes), ("fixed_bytes", fixed_bytes),
                     ("per_sample_bytes", per_sample_bytes)):
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
-            raise ValueError(f"{name} must be a finite number >= 0, got {v!r}")
+        check_number(v, name, min=0)
     if per_sample_bytes == 0:
         raise ValueError("per_sample_bytes must be > 0")
     return max(0, math.floor((budget_bytes - fixed_bytes) / per_sample_bytes))
@@ -243,7 +241,8 @@ def training_state_bytes(model: nn.Module, *, optimizer_states: int = 2) -> dict
     parameter: 2 for Adam, 1 for SGD with momentum). The same under autocast as in fp32."""
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be an nn.Module, got {type(model).__name__}")
-    if isinstance(optimizer_states, bool) or not isinstance(optimizer_states, int) or optimizer_states < 0:
+    optimizer_states = check_int(optimizer_states, "optimizer_states")
+    if optimizer_states < 0:
         raise ValueError(f"optimizer_states must be an int >= 0 (2 for Adam, 1 for SGD with momentum, "
                          f"0 for plain SGD), got {optimizer_states!r}")
     p = sum(t.numel() * t.element_size() for t in model.parameters())

@@ -180,11 +180,10 @@ def run_study(task="blobs", recipes=STUDIED, seeds=(0, 1, 2), *, model: str | No
         raise TypeError(f"task must be an amp_edu.data.Task or a task name, got {type(task).__name__}")
     specs = _recipe_specs(recipes)
     recipes = tuple(specs)
-    seeds = tuple(seeds)
-    if len(seeds) < 2 or not all(isinstance(s, int) for s in seeds) or len(set(seeds)) != len(seeds):
+    seeds = tuple(check_int(s, "each seed") for s in seeds)
+    if len(seeds) < 2 or len(set(seeds)) != len(seeds):
         raise ValueError(f"seeds must be at least 2 distinct ints (a spread needs several), got {seeds!r}")
-    if not isinstance(evals, int) or evals < 1:
-        raise ValueError(f"evals must be a positive int, got {evals!r}")
+    evals = check_int(evals, "evals", min=1)
     for bad in ("seed", "eval_every", "callback"):
         if bad in train_kwargs:
             raise ValueError(f"{bad!r} is set by the study; do not pass it")
@@ -337,11 +336,8 @@ def step_times(task, recipes=STUDIED, *, model: str | None = None, steps: int = 
     """
     if isinstance(task, str):
         task = _data.get_task(task)
-    if not isinstance(steps, int) or steps < 1:
-        raise ValueError(f"steps must be a positive int, got {steps!r}")
-    for name, v in (("rounds", rounds), ("repeats", repeats)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"{name} must be a positive int, got {v!r}")
+    steps = check_int(steps, "steps", min=1)
+    rounds, repeats = check_int(rounds, "rounds", min=1), check_int(repeats, "repeats", min=1)
     fns = {name: (lambda spec=spec: train(task, model, _fresh(spec), steps=steps, eval_every=0, **train_kwargs))
            for name, spec in _recipe_specs(recipes).items()}
     with num_threads(threads):

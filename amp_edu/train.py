@@ -38,7 +38,7 @@ import torch.nn as nn
 
 from . import models as _models
 from .recipes import RECIPES, Amp, Recipe, parse_recipe
-from .validate import check_number
+from .validate import check_int, check_number
 
 __all__ = ["Recipe", "RECIPES", "parse_recipe", "History", "train", "make_optimizer"]
 
@@ -98,8 +98,7 @@ def make_optimizer(params, name: "str | Callable" = "adam", *, lr: float = 1e-3,
     params = list(params)
     if callable(name):
         return name(params)
-    if not (isinstance(lr, (int, float)) and lr > 0):
-        raise ValueError(f"lr must be a positive number, got {lr!r}")
+    lr = check_number(lr, "lr", positive=True)
     if name == "sgd":
         return torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=weight_decay, foreach=False)
     if name == "adam":
@@ -117,9 +116,8 @@ def _sync(device: torch.device) -> None:
 def _check_options(steps, batch_size, accumulate, log_every, eval_every, clip_grad_norm) -> None:
     for nm, v, lo in (("steps", steps, 1), ("batch_size", batch_size, 1), ("accumulate", accumulate, 1),
                       ("log_every", log_every, 0)):
-        if not isinstance(v, int) or isinstance(v, bool) or v < lo:
-            raise ValueError(f"{nm} must be an int >= {lo}, got {v!r}")
-    if eval_every is not None and (not isinstance(eval_every, int) or eval_every < 0):
+        check_int(v, nm, min=lo)
+    if eval_every is not None and check_int(eval_every, "eval_every") < 0:
         raise ValueError(f"eval_every must be None or an int >= 0, got {eval_every!r}")
     if clip_grad_norm is not None:      # inf is torch's "measure the norm, clip nothing"
         check_number(clip_grad_norm, "clip_grad_norm", positive=True, finite=False)

@@ -86,5 +86,10 @@ def test_mlp_shape_and_bad_arguments():
     assert bench.mlp(8)(torch.randn(3, 8)).shape == (3, 10)
     with pytest.raises(ValueError, match="positive"):
         bench.run(width=0)
+    with pytest.raises(ValueError, match="batch"):
+        bench.run(batch=-1)
+    for kw in (dict(width=True), dict(width=64.0), dict(batch="8"), dict(batch=None)):
+        with pytest.raises(TypeError, match=next(iter(kw))):
+            bench.run(**kw)
     with pytest.raises(ValueError, match="models"):
         bench.run(models=("tiny",))

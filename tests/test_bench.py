@@ -9,6 +9,7 @@ import torch
 
 from amp_edu import bench
 from amp_edu.bench import env, matmul, peaks, report, roofline, timing
+from amp_edu.bench.bandwidth import copy_bandwidth
 from amp_edu.bench.train_step import recipe_dtype, run_train_step
 from amp_edu.device import DeviceInfo, info
 
@@ -58,6 +59,14 @@ def test_tile_waves_staircase():
     (lambda: roofline.ridge_point(0, 1), ValueError),
     (lambda: roofline.bound(float("nan"), 1, 1), ValueError),
     (lambda: roofline.tile_waves(10, 10, sm_count=0), ValueError),
+    (lambda: roofline.tile_waves(10, 10, sm_count=True), TypeError),
+    (lambda: roofline.tile_waves(10, 10, sm_count="132"), TypeError),
+    (lambda: roofline.tile_waves(10, 10, sm_count=1, tile=(128,)), ValueError),
+    (lambda: roofline.tile_waves(10, 10, sm_count=1, tile=(128, 0)), ValueError),
+    (lambda: roofline.tile_waves(10, 10, sm_count=1, tile=(128.0, 128)), TypeError),
+    (lambda: copy_bandwidth(True), TypeError),
+    (lambda: copy_bandwidth(4.0), TypeError),
+    (lambda: copy_bandwidth(3), ValueError),
 ])
 def test_roofline_bad_input(call, exc):
     with pytest.raises(exc):
@@ -374,6 +383,9 @@ def test_train_step_row_and_memory():
         recipe_dtype("fp16_pure")
     with pytest.raises(ValueError, match="batch"):
         run_train_step("fp32", batch=0, in_features=4, width=4, depth=1)
+    for kw in (dict(batch=True), dict(width=4.0), dict(depth="1"), dict(n_classes=None)):
+        with pytest.raises(TypeError, match=next(iter(kw))):
+            run_train_step("fp32", **{**dict(batch=8, in_features=4, width=4, depth=1), **kw})
 
 
 def test_group_bars_are_labelled_even_when_a_dtype_misses_the_first_shape():

@@ -64,7 +64,8 @@ def test_inputs_accepted():
 @pytest.mark.parametrize("bad, exc", [
     ("fast", TypeError), ({"median_s": 1.0}, TypeError), ([], TypeError), ([True], TypeError),
     ({"median_s": 0.0, "iqr_s": 0.0}, ValueError), ({"median_s": 1.0, "iqr_s": -1.0}, ValueError),
-    ({"median_s": float("nan"), "iqr_s": 0.0}, TypeError),
+    ({"median_s": float("nan"), "iqr_s": 0.0}, ValueError), ({"median_s": "1", "iqr_s": 0.0}, TypeError),
+    ({"median_s": 1.0, "iqr_s": True}, TypeError), ({"median_s": 1.0, "iqr_s": float("inf")}, ValueError),
 ])
 def test_bad_timing(bad, exc):
     with pytest.raises(exc):
@@ -78,3 +79,13 @@ def test_bad_options():
         speed_verdict(t(1, 0), t(1, 0), load="busy")
     with pytest.raises(ValueError):
         machine_load(threads=0)
+    for bad in (True, 2.0):
+        with pytest.raises(TypeError, match="threads"):
+            machine_load(threads=bad)
+    for bad in (True, "0.1", None):
+        with pytest.raises(TypeError, match="min_rel"):
+            speed_verdict(t(1, 0), t(1, 0), min_rel=bad, load=False)
+    with pytest.raises(ValueError, match=r"min_rel must be a number in \[0, 1\)"):
+        speed_verdict(t(1, 0), t(1, 0), min_rel=1, load=False)
+    with pytest.raises(ValueError, match="min_rel"):
+        speed_verdict(t(1, 0), t(1, 0), min_rel=-0.1, load=False)

@@ -224,7 +224,9 @@ def test_plot_module_calls_marks_the_first_nonfinite():
 
 @pytest.mark.parametrize("call, exc, words", [
     (lambda: debug.effective_eps(-1e-8, torch.float16), ValueError, ">= 0"),
-    (lambda: debug.effective_eps(float("nan"), torch.float16), ValueError, ">= 0"),
+    (lambda: debug.effective_eps(float("nan"), torch.float16), ValueError, "eps must be a finite number"),
+    (lambda: debug.effective_eps(True, torch.float16), TypeError, "eps must be a number"),
+    (lambda: debug.effective_eps("1e-8", torch.float16), TypeError, "eps must be a number"),
     (lambda: debug.scale_verdict("abc"), TypeError, "iterable of numbers"),
     (lambda: debug.scale_verdict([65536.0, None]), TypeError, "iterable of numbers"),
 ])

@@ -55,7 +55,11 @@ def test_num_threads_restores_the_setting_even_on_error():
             assert torch.get_num_threads() == 1
             raise RuntimeError("boom")
     assert torch.get_num_threads() == n
-    for bad in (0, True, 1.0):
-        with pytest.raises(ValueError, match="threads"):
+    with pytest.raises(ValueError, match="threads must be None or a positive int"):
+        with device.num_threads(0):
+            pass
+    for bad in (True, 1.0, "2"):
+        with pytest.raises(TypeError, match="threads"):
             with device.num_threads(bad):
                 pass
+    assert torch.get_num_threads() == n

@@ -24,13 +24,21 @@ def test_one_rank_cannot_disagree_with_itself():
     assert simulate_ranks(1, 200, 0.05, agree=False)["disagree"] == 0
 
 
-@pytest.mark.parametrize("kw", [dict(world_size=0), dict(steps=0), dict(p_overflow=1.5), dict(growth_interval=0),
-                                dict(world_size=2.0)])
+@pytest.mark.parametrize("kw", [dict(world_size=0), dict(world_size=1025), dict(steps=0), dict(p_overflow=1.5),
+                                dict(growth_interval=0)])
 def test_bad_input(kw):
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=next(iter(kw))):
         simulate_ranks(**kw)
     with pytest.raises(TypeError):
         simulate_ranks(agree="yes")
+
+
+@pytest.mark.parametrize("kw", [dict(world_size=2.0), dict(world_size=True), dict(steps="100"),
+                                dict(p_overflow=True), dict(p_overflow="0.1"), dict(agree=1),
+                                dict(growth_interval=1.5)])
+def test_wrong_type_is_a_type_error_naming_the_argument(kw):
+    with pytest.raises(TypeError, match=next(iter(kw))):
+        simulate_ranks(**kw)
 
 
 def test_widget_updates_headless():

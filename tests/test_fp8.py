@@ -201,8 +201,16 @@ def test_delayed_linear_trains_and_saves_fp8():
 def test_amax_history_bad_args():
     with pytest.raises(ValueError, match="history_len"):
         fp8.AmaxHistory(E4, history_len=0)
-    with pytest.raises(ValueError, match="margin"):
+    with pytest.raises(TypeError, match="margin"):
         fp8.AmaxHistory(E4, margin=1.5)
+    with pytest.raises(TypeError, match="history_len"):
+        fp8.AmaxHistory(E4, history_len=True)
+    with pytest.raises(TypeError, match="history_len"):
+        fp8.AmaxHistory(E4, history_len="16")
+    with pytest.raises(TypeError, match="margin"):
+        fp8.delayed_scale(torch.ones(2), E4, margin=True)
+    with pytest.raises(ValueError, match="margin"):
+        fp8.AmaxHistory(E4, margin=-1)
 
 
 # --- block scaling and MX --------------------------------------------------------------------------
@@ -285,6 +293,9 @@ def test_mx_bad_input():
         mx.mx_quantize(torch.randn(4, 32), "int8")
     with pytest.raises(ValueError, match="block_size"):
         mx.mx_quantize(torch.randn(4, 32), block_size=0)
+    for bad in (True, 32.0, "32"):
+        with pytest.raises(TypeError, match="block_size"):
+            mx.mx_quantize(torch.randn(4, 32), block_size=bad)
     assert mx.mx_quantize(torch.randn(2, 32)).bits_per_element() == 8.25
 
 

@@ -24,8 +24,11 @@ def test_bad_input():
         scaling_errors(2, block=48)
     with pytest.raises(ValueError, match="0..12"):
         scaling_errors(20)
-    with pytest.raises(TypeError):
-        scaling_errors("3")
+    with pytest.raises(ValueError, match="outlier_log10"):
+        scaling_errors(-1)
+    for bad in ("3", True, None):
+        with pytest.raises(TypeError, match="outlier_log10"):
+            scaling_errors(bad)
     with pytest.raises(ValueError, match="fmt"):
         scaling_errors(2, fmt="fp16")
     with pytest.raises(TypeError):

@@ -240,6 +240,14 @@ def test_bad_usage_exits_2(tmp_path, capsys):
         assert exc.value.code == 2
 
 
+def test_grade_class_jobs_must_be_a_positive_int(tmp_path):
+    with pytest.raises(ValueError, match="jobs"):
+        classgrade.grade_class([tmp_path], jobs=0)
+    for bad in (True, 2.0, "2"):
+        with pytest.raises(TypeError, match="jobs"):
+            classgrade.grade_class([tmp_path], jobs=bad)
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_a_signal_stops_the_run_reports_it_and_leaves_no_process(tmp_path, sig):
     """Grade [alice (quick), carol (hangs with a child process), zed]: signal while carol hangs."""

@@ -84,6 +84,25 @@ def test_training_state_bytes():
     assert memory.training_state_bytes(m, optimizer_states=1)["optimizer"] == 440
 
 
+@pytest.mark.parametrize("call, exc, name", [
+    (lambda: memory.relu_mlp_saved_bytes([4, 2], True), TypeError, "batch"),
+    (lambda: memory.relu_mlp_saved_bytes([4, 2], 2.0), TypeError, "batch"),
+    (lambda: memory.relu_mlp_saved_bytes([4, 2], 0), ValueError, "batch"),
+    (lambda: memory.fit_line([1, True], [2, 3]), TypeError, r"xs\[1\]"),
+    (lambda: memory.fit_line([1, 2], [2, "3"]), TypeError, r"ys\[1\]"),
+    (lambda: memory.fit_line([1, 2], [2, float("inf")]), ValueError, r"ys\[1\]"),
+    (lambda: memory.largest_batch("100", 0, 1), TypeError, "budget_bytes"),
+    (lambda: memory.largest_batch(100, True, 1), TypeError, "fixed_bytes"),
+    (lambda: memory.largest_batch(100, 0, -1), ValueError, "per_sample_bytes"),
+    (lambda: memory.training_state_bytes(nn.Linear(2, 2), optimizer_states=True), TypeError, "optimizer_states"),
+    (lambda: memory.training_state_bytes(nn.Linear(2, 2), optimizer_states=2.0), TypeError, "optimizer_states"),
+    (lambda: memory.training_state_bytes(nn.Linear(2, 2), optimizer_states=-1), ValueError, "2 for Adam"),
+])
+def test_wrong_type_is_a_type_error_and_out_of_range_a_value_error(call, exc, name):
+    with pytest.raises(exc, match=name):
+        call()
+
+
 def test_peak_cuda_bytes_is_none_without_a_gpu():
     if torch.cuda.is_available():
         assert memory.peak_cuda_bytes(lambda: torch.ones(1024, device="cuda")) >= 4096
@@ -103,7 +122,7 @@ def test_peak_cuda_bytes_is_none_without_a_gpu():
     (lambda: memory.SavedReport().bytes_of("weights"), ValueError),
     (lambda: memory.training_state_bytes("m"), TypeError),
     (lambda: memory.fit_line([1, 2], [float("nan"), 3]), ValueError),
-    (lambda: memory.fit_line("ab", [1, 2]), ValueError),
+    (lambda: memory.fit_line("ab", [1, 2]), TypeError),
     (lambda: memory.training_state_bytes(nn.Linear(2, 2), optimizer_states=-1), ValueError),
     (lambda: memory.peak_cuda_bytes(5), TypeError),
 ])

@@ -136,8 +136,12 @@ def test_checkpoint_rejects_bad_step_and_generators():
     o = torch.optim.SGD(m.parameters(), lr=0.1)
     with pytest.raises(ValueError, match="step"):
         ckpt_mod.checkpoint(m, o, step=-1)
-    with pytest.raises(ValueError, match="step"):
-        ckpt_mod.checkpoint(m, o, step="5")
+    with pytest.raises(ValueError, match="the optimizer steps taken"):
+        ckpt_mod.checkpoint(m, o, step=-1)
+    for bad in ("5", True, 5.0):
+        with pytest.raises(TypeError, match="step must be an int"):
+            ckpt_mod.checkpoint(m, o, step=bad)
+    assert ckpt_mod.checkpoint(m, o, step=3)["step"] == 3
     with pytest.raises(TypeError, match="dict"):
         ckpt_mod.checkpoint(m, o, generators=[torch.Generator()])
 

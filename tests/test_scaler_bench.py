@@ -59,5 +59,10 @@ def test_the_timed_scaler_ops_leave_gradients_unchanged():
 def test_bad_input():
     with pytest.raises(ValueError):
         scaler_overhead.run(device="meta")
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="width"):
         scaler_overhead.run(quick=True, device="cpu", width=-1)
+    with pytest.raises(ValueError, match="depth"):
+        scaler_overhead.run(quick=True, device="cpu", depth=-2)
+    for kw in (dict(width=True), dict(width=16.0), dict(depth="4")):
+        with pytest.raises(TypeError, match=next(iter(kw))):
+            scaler_overhead.run(quick=True, device="cpu", **kw)

@@ -109,6 +109,17 @@ def test_run_study_rejects_bad_input(tiny):
         study.run_study(tiny, ("fp32", "fp7"), seeds=(0, 1), steps=2)
     with pytest.raises(TypeError):
         study.run_study(42, seeds=(0, 1), steps=2)
+    with pytest.raises(ValueError, match="distinct"):
+        study.run_study(tiny, seeds=(1, 1), steps=2)
+    with pytest.raises(TypeError, match="seed"):
+        study.run_study(tiny, seeds=(0, "1"), steps=2)
+    with pytest.raises(TypeError, match="seed"):
+        study.run_study(tiny, seeds=(0, True), steps=2)
+    with pytest.raises(ValueError, match="evals"):
+        study.run_study(tiny, seeds=(0, 1), steps=2, evals=0)
+    for bad in (True, 2.0, "3"):
+        with pytest.raises(TypeError, match="evals"):
+            study.run_study(tiny, seeds=(0, 1), steps=2, evals=bad)
 
 
 def test_num_threads_restores_the_setting():
@@ -176,10 +187,21 @@ def test_plots_draw_a_line_and_band_per_recipe():
     (lambda: study.compare_to_baseline(None, "amp_fp16"), TypeError),
     (lambda: study.step_times("blobs", ["fp32"], rounds=0), ValueError),
     (lambda: study.step_times("blobs", ["fp32"], repeats=-1), ValueError),
+    (lambda: study.step_times("blobs", ["fp32"], steps=0), ValueError),
+    (lambda: study.step_times("blobs", ["fp32"], steps=True), TypeError),
+    (lambda: study.step_times("blobs", ["fp32"], steps=2.0), TypeError),
+    (lambda: study.step_times("blobs", ["fp32"], rounds=True), TypeError),
+    (lambda: study.step_times("blobs", ["fp32"], repeats="3"), TypeError),
 ])
 def test_reports_reject_bad_input(call, exc):
     with pytest.raises(exc):
         call()
+
+
+def test_step_times_names_the_argument_of_the_wrong_type():
+    for kw in (dict(steps="2"), dict(rounds=1.0), dict(repeats=False)):
+        with pytest.raises(TypeError, match=f"{next(iter(kw))} must be an int"):
+            study.step_times("blobs", ["fp32"], **kw)
 
 
 def test_studied_recipes_are_registered_names_and_the_old_name_still_works():

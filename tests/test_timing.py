@@ -245,6 +245,9 @@ def test_bad_input():
         measure(lambda: None, repeats=0)
     with pytest.raises(ValueError, match="window_s"):
         measure(lambda: None, window_s=0)
+    for bad in (True, "0.001", None):
+        with pytest.raises(TypeError, match="window_s"):
+            measure(lambda: None, window_s=bad)
     with pytest.raises(ValueError, match="last-level cache"):
         measure(lambda: None, flush_l2=True)
     with pytest.raises(ValueError):

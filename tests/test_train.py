@@ -172,7 +172,7 @@ def test_scheduler_callback_and_progress(task, capsys):
 def test_model_by_name_and_bad_arguments(task):
     h = T.train(task, "mlp", "fp32", steps=1, batch_size=4, eval_every=0)
     assert isinstance(h.model, models.MLP)
-    for kw, match in [(dict(steps=0), "steps"), (dict(batch_size=1.5), "batch_size"),
+    for kw, match in [(dict(steps=0), "steps"), (dict(batch_size=0), "batch_size"),
                       (dict(accumulate=0), "accumulate"), (dict(clip_grad_norm=0.0), "clip"),
                       (dict(optimizer="lion"), "optimizer"), (dict(lr=-1.0), "lr"),
                       (dict(eval_every=-1), "eval_every")]:
@@ -182,3 +182,20 @@ def test_model_by_name_and_bad_arguments(task):
         T.train(task, 3, "fp32", steps=1)
     with pytest.raises(TypeError, match="clip_grad_norm must be a number"):   # True is not a norm of 1
         T.train(task, small(task), "fp32", clip_grad_norm=True)
+
+
+def test_wrong_types_are_type_errors_naming_the_argument(task):
+    for kw, match in [(dict(batch_size=1.5), "batch_size"), (dict(steps=True), "steps"),
+                      (dict(accumulate="2"), "accumulate"), (dict(log_every=None), "log_every"),
+                      (dict(eval_every=True), "eval_every"), (dict(eval_every="5"), "eval_every"),
+                      (dict(lr=True), "lr"), (dict(lr="0.1"), "lr")]:
+        with pytest.raises(TypeError, match=match):
+            T.train(task, small(task), "fp32", **kw)
+    with pytest.raises(ValueError, match="eval_every must be None or an int >= 0"):
+        T.train(task, small(task), "fp32", eval_every=-1)
+    params = list(small(task).parameters())
+    with pytest.raises(TypeError, match="lr"):
+        T.make_optimizer(params, "sgd", lr=True)
+    with pytest.raises(ValueError, match="lr must be > 0"):
+        T.make_optimizer(params, "sgd", lr=0.0)
+    assert T.make_optimizer(params, "sgd", lr=1).param_groups[0]["lr"] == 1.0

@@ -27,6 +27,9 @@ def test_summary_moves_values_out_of_the_flush_zone_and_into_overflow():
     assert "largest |g| × S is 1.05e+06" in s10["text"]
     with pytest.raises(TypeError, match="log2_scale"):
         loss_scale_summary(x, 2.5)
+    for bad in (True, "3"):
+        with pytest.raises(TypeError, match="log2_scale must be an int"):
+            loss_scale_summary(x, bad)
 
 
 def test_figure_has_labelled_axes():

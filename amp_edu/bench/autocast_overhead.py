@@ -45,6 +45,7 @@ import torch
 from .. import models
 from ..autocast import autocast
 from ..device import num_threads, pick_device
+from ..validate import check_int
 from .timing import compare
 
 __all__ = ["Result", "MODELS", "mlp", "run", "table", "predicted_ratio", "verdict", "main"]
@@ -116,8 +117,7 @@ def run(*, width: int = 1024, batch: int = 256, quick: bool = False, device=None
     ``ours`` replaces ``amp_edu.autocast`` by another region factory ``ours(device_type, dtype=...)``
     (the tests use it to check that the benchmark sees a known extra cost).
     """
-    if isinstance(width, bool) or isinstance(batch, bool) or width < 1 or batch < 1:
-        raise ValueError(f"width and batch must be positive integers, got {width}, {batch}")
+    width, batch = check_int(width, "width", min=1), check_int(batch, "batch", min=1)
     bad = [m for m in models if m not in MODELS]
     if bad or not models:
         raise ValueError(f"models must be a non-empty tuple of {MODELS}, got {models!r}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import torch
 
+from ..validate import check_int
 from .timing import measure
 
 __all__ = ["copy_bandwidth"]
@@ -16,8 +17,7 @@ __all__ = ["copy_bandwidth"]
 
 def copy_bandwidth(nbytes: int, *, device="cpu", repeats: int = 10, min_time_s: float = 0.1) -> dict:
     """Time copying ``nbytes`` bytes (float32, random) on ``device``; returns GB/s with the timing."""
-    if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 4:
-        raise ValueError(f"nbytes must be an int >= 4, got {nbytes!r}")
+    nbytes = check_int(nbytes, "nbytes", min=4)
     dev = torch.device(device)
     src = torch.rand(nbytes // 4, device=dev)
     dst = torch.empty_like(src)

@@ -107,11 +107,10 @@ def tile_waves(m: int, n: int, *, sm_count: int, tile: tuple[int, int] = (128, 1
     per SM; this is the simplest model that shows the staircase.)
     """
     _dims(m, 1, n)
-    if isinstance(sm_count, bool) or not isinstance(sm_count, int) or sm_count < 1:
-        raise ValueError(f"sm_count must be a positive int, got {sm_count!r}")
-    if (not isinstance(tile, (tuple, list)) or len(tile) != 2
-            or not all(isinstance(t, int) and not isinstance(t, bool) and t > 0 for t in tile)):
+    sm_count = check_int(sm_count, "sm_count", min=1)
+    if not isinstance(tile, (tuple, list)) or len(tile) != 2:
         raise ValueError(f"tile must be (rows, cols) of positive ints, got {tile!r}")
+    tile = (check_int(tile[0], "tile rows", min=1), check_int(tile[1], "tile cols", min=1))
     tiles = math.ceil(m / tile[0]) * math.ceil(n / tile[1])
     waves = math.ceil(tiles / sm_count)
     return {"tiles": tiles, "waves": waves, "efficiency": tiles / (waves * sm_count)}

@@ -106,8 +106,7 @@ def run(*, quick: bool = False, device=None, width: int | None = None, depth: in
         raise ValueError(f"device must be a cpu or cuda device, got {dev}")
     width = width or pick(smoke=16, cpu=64, gpu=1024, device=dev)
     depth = depth or pick(smoke=50, cpu=60, gpu=60, device=dev)
-    if not (isinstance(width, int) and width > 0 and isinstance(depth, int) and depth > 0):
-        raise ValueError(f"width and depth must be positive ints, got {width!r}, {depth!r}")
+    width, depth = check_int(width, "width", min=1), check_int(depth, "depth", min=1)
     rounds, repeats = (2, 3) if quick else pick(smoke=(2, 3), cpu=(7, 10), gpu=(7, 20), device=dev)
     min_time = 0.02 if quick else pick(smoke=0.02, cpu=0.1, gpu=0.1, device=dev)
     model = tall_mlp(width, depth, seed=0).to(dev)

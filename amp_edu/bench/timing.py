@@ -37,6 +37,8 @@ from typing import Callable
 
 import torch
 
+from ..validate import check_number
+
 __all__ = ["Timing", "measure", "compare", "l2_bytes", "WINDOW_S"]
 
 WINDOW_S = 1e-3           # a CUDA event pair spans at least this: ~100 kernel launches
@@ -110,8 +112,7 @@ def measure(fn: Callable[[], object], *, device="cpu", warmup: int = 3, repeats:
     an L2 flush. Keeps going until ``min_time_s`` has been spent timing.
     """
     dev = _check(fn, device, warmup, repeats, min_time_s)
-    if not (isinstance(window_s, (int, float)) and window_s > 0):
-        raise ValueError(f"window_s must be a positive number of seconds, got {window_s!r}")
+    window_s = check_number(window_s, "window_s", positive=True, finite=False)
     if dev.type == "cuda":
         stream = _cuda.current_stream(dev)       # the timed tensors' device, not the current one
         flush = _l2_flush(dev) if flush_l2 else None

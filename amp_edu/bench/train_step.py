@@ -18,6 +18,7 @@ from .. import formats, memory
 from ..device import DeviceInfo
 from ..models import MLP, n_params, seeded
 from ..recipes import parse_recipe
+from ..validate import check_int
 from .env import tf32
 from .matmul import slow_path
 from .timing import measure
@@ -66,8 +67,7 @@ def run_train_step(recipe: str, *, batch: int, in_features: int, width: int, dep
     dtype = recipe_dtype(recipe)
     for name, v in (("batch", batch), ("in_features", in_features), ("width", width),
                     ("depth", depth), ("n_classes", n_classes)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"{name} must be a positive int, got {v!r}")
+        check_int(v, name, min=1)
     dev = torch.device(device)
     with seeded(seed):
         model = MLP(in_features, n_classes, width=width, depth=depth).to(dev)

@@ -28,13 +28,13 @@ busy or torch asks for more threads than there are cores.
 
 from __future__ import annotations
 
-import math
 import os
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
+from ..validate import check_int, check_number
 from .timing import Timing
 
 __all__ = ["Verdict", "Load", "speed_verdict", "machine_load", "as_timing"]
@@ -57,9 +57,7 @@ def as_timing(t: Any, what: str = "timing") -> Timing:
     else:
         raise TypeError(f"{what} must be a Timing, an object or dict with median_s and iqr_s, or a "
                         f"non-empty list of repeat times in seconds; got {type(t).__name__}")
-    for name, v in (("median_s", med), ("iqr_s", iqr)):
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-            raise TypeError(f"{what}.{name} must be a finite number, got {v!r}")
+    med, iqr = check_number(med, f"{what}.median_s"), check_number(iqr, f"{what}.iqr_s")
     if med <= 0 or iqr < 0:
         raise ValueError(f"{what} needs median_s > 0 and iqr_s >= 0, got median_s={med}, iqr_s={iqr}")
     return Timing(float(med), float(iqr), list(getattr(t, "times_s", []) or []))
@@ -109,8 +107,7 @@ def machine_load(threads: int | None = None) -> Load:
     """Read the load now. ``threads`` defaults to ``torch.get_num_threads()``."""
     if threads is None:
         threads = torch.get_num_threads()
-    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-        raise ValueError(f"threads must be a positive int, got {threads!r}")
+    threads = check_int(threads, "threads", min=1)
     try:
         load = os.getloadavg()[0]
     except (AttributeError, OSError):  # not on Windows
@@ -163,7 +160,7 @@ def speed_verdict(a: Any, b: Any, *, min_rel: float = 0.02, load: Load | None | 
     :func:`machine_load` now, a :class:`Load` uses that one, ``False``/``None`` adds no caveat.
     """
     ta, tb = as_timing(a, "a"), as_timing(b, "b")
-    if isinstance(min_rel, bool) or not isinstance(min_rel, (int, float)) or not 0 <= min_rel < 1:
+    if not 0 <= check_number(min_rel, "min_rel") < 1:
         raise ValueError(f"min_rel must be a number in [0, 1), got {min_rel!r}")
     if load is True:
         load = machine_load()

@@ -34,6 +34,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..validate import check_int
 from . import grade as G
 from . import kernel, reference
 
@@ -152,8 +153,7 @@ def grade_class(paths, *, jobs: int = 1, smoke: bool = False, timeout: float = G
     ``progress(done, total, result)`` is called as each notebook finishes. When ``stop`` is set,
     running kernels are killed and every unfinished notebook gets an ``interrupted`` result.
     """
-    if not isinstance(jobs, int) or jobs < 1:
-        raise ValueError(f"jobs must be a positive integer, got {jobs!r}")
+    jobs = check_int(jobs, "jobs", min=1)
     files = collect(paths)
     stop = stop or threading.Event()
     results: dict[Path, NotebookResult] = {}

@@ -13,6 +13,7 @@ import torch
 from torch import nn
 
 from .. import formats
+from ..validate import check_number
 
 __all__ = ["effective_eps", "effective_floor", "preflight"]
 
@@ -20,11 +21,8 @@ __all__ = ["effective_eps", "effective_floor", "preflight"]
 def effective_eps(eps: float, dtype: torch.dtype) -> float:
     """What ``eps`` becomes when it is stored in ``dtype`` (round to nearest even, like torch's
     cast: :func:`amp_edu.formats.quantize` does it bit for bit)."""
-    if not isinstance(eps, (int, float)) or isinstance(eps, bool):
-        raise TypeError(f"eps must be a float, got {type(eps).__name__}")
-    if not math.isfinite(eps) or eps < 0:
-        raise ValueError(f"eps must be a finite number >= 0, got {eps!r}")
-    return float(formats.quantize(float(eps), _format(dtype)))
+    eps = check_number(eps, "eps", min=0)
+    return float(formats.quantize(eps, _format(dtype)))
 
 
 def _format(dtype) -> formats.Format:

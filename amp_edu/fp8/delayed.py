@@ -27,6 +27,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from ..validate import check_int
 from .cast import Float8Tensor, cast_to_float8
 from .gemm import scaled_mm
 from .scaling import EPS, amax, fp8_max
@@ -45,8 +46,7 @@ def update_amax_history(history: torch.Tensor, new_amax: torch.Tensor) -> torch.
 
 def delayed_scale(history: torch.Tensor, fp8_dtype: torch.dtype, margin: int = 0) -> torch.Tensor:
     """``fp8_max / max(max(history), EPS) / 2^margin`` in float64, returned as float32 (0-dim)."""
-    if isinstance(margin, bool) or not isinstance(margin, int) or margin < 0:
-        raise ValueError(f"margin must be an int >= 0, got {margin!r}")
+    margin = check_int(margin, "margin", min=0)
     a = torch.clamp(history.max().to(torch.float64), min=EPS)
     return (fp8_max(fp8_dtype) / a / 2.0 ** margin).to(torch.float32)
 
@@ -60,8 +60,7 @@ class AmaxHistory(nn.Module):
 
     def __init__(self, fp8_dtype: torch.dtype, history_len: int = 16, margin: int = 0):
         super().__init__()
-        if isinstance(history_len, bool) or not isinstance(history_len, int) or history_len < 1:
-            raise ValueError(f"history_len must be an int >= 1, got {history_len!r}")
+        history_len = check_int(history_len, "history_len", min=1)
         fp8_max(fp8_dtype)                                     # validates the dtype
         delayed_scale(torch.zeros(1), fp8_dtype, margin)       # validates the margin
         self.fp8_dtype, self.margin = fp8_dtype, margin

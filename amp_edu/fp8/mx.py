@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import torch
 
 from ..formats import get_format, quantize
+from ..validate import check_int
 
 __all__ = ["MX_ELEMENTS", "MXTensor", "shared_exponent", "mx_quantize", "mx_dequantize",
            "mx_roundtrip", "E8M0_BIAS"]
@@ -81,8 +82,7 @@ def mx_quantize(x: torch.Tensor, elem: str = "fp8_e4m3", block_size: int = 32) -
     """Blocks of ``block_size`` along the last dim (which it must divide), one e8m0 scale each."""
     if not isinstance(x, torch.Tensor) or not x.is_floating_point():
         raise TypeError("x must be a floating-point tensor")
-    if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
-        raise ValueError(f"block_size must be a positive int, got {block_size!r}")
+    block_size = check_int(block_size, "block_size", min=1)
     if x.dim() == 0 or x.shape[-1] % block_size:
         raise ValueError(f"the last dim of shape {tuple(x.shape)} must be a multiple of block_size={block_size}")
     f = _elem(elem)

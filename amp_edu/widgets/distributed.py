@@ -17,6 +17,7 @@ import ipywidgets as W
 from matplotlib.figure import Figure
 
 from ..scaler import update_rule
+from ..validate import check_bool, check_int, check_number
 from .base import Explorer
 
 __all__ = ["simulate_ranks", "ranks_text", "ranks_figure", "RankScaleExplorer", "rank_scale_explorer"]
@@ -27,16 +28,11 @@ def simulate_ranks(world_size: int = 8, steps: int = 2000, p_overflow: float = 0
     """Per-rank scale trajectories; ``{"scale": [[S per step] per rank], "stepped": [[bool] per rank],
     "disagree": steps where some ranks stepped and others skipped, "any_overflow": steps where some
     rank overflowed}``."""
-    if isinstance(world_size, bool) or not isinstance(world_size, int) or not 1 <= world_size <= 1024:
-        raise ValueError(f"world_size must be an int from 1 to 1024, got {world_size!r}")
-    if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= 100_000:
-        raise ValueError(f"steps must be an int from 1 to 100000, got {steps!r}")
-    if isinstance(p_overflow, bool) or not isinstance(p_overflow, (int, float)) or not 0 <= p_overflow <= 1:
-        raise ValueError(f"p_overflow must be a probability in [0, 1], got {p_overflow!r}")
-    if not isinstance(agree, bool):
-        raise TypeError(f"agree must be True or False, got {type(agree).__name__}")
-    if isinstance(growth_interval, bool) or not isinstance(growth_interval, int) or growth_interval < 1:
-        raise ValueError(f"growth_interval must be a positive int, got {growth_interval!r}")
+    world_size = check_int(world_size, "world_size", min=1, max=1024)
+    steps = check_int(steps, "steps", min=1, max=100_000)
+    p_overflow = check_number(p_overflow, "p_overflow", min=0, max=1)
+    agree = check_bool(agree, "agree")
+    growth_interval = check_int(growth_interval, "growth_interval", min=1)
     rng = random.Random(seed)
     scale = [2.0 ** 16] * world_size
     tracker = [0] * world_size

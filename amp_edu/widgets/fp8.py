@@ -17,6 +17,7 @@ from matplotlib.figure import Figure
 
 from ..fp8.blocks import block_roundtrip, relative_error
 from ..fp8.mx import mx_roundtrip
+from ..validate import check_number
 from .base import Explorer, show_figure
 
 __all__ = ["KINDS", "BLOCK_SIZES", "FP8_FORMATS", "test_tensor", "scaling_errors", "summary_text",
@@ -49,10 +50,7 @@ def scaling_errors(outlier_log10: float, block: int = 32, fmt: str = "fp8_e4m3",
     ``outlier_log10``: the outlier is ``10**outlier_log10`` among N(0, 1) values. ``block`` (one of
     :data:`BLOCK_SIZES`) sets k for the 1×k, k×k and MX-k schemes. MX elements use ``fmt`` too.
     """
-    if isinstance(outlier_log10, bool) or not isinstance(outlier_log10, (int, float)):
-        raise TypeError(f"outlier_log10 must be a number, got {type(outlier_log10).__name__}")
-    if not 0 <= outlier_log10 <= 12:
-        raise ValueError(f"outlier_log10 must be in 0..12, got {outlier_log10!r}")
+    outlier_log10 = check_number(outlier_log10, "outlier_log10", min=0, max=12)
     if block not in BLOCK_SIZES:
         raise ValueError(f"block must be one of {BLOCK_SIZES}, got {block!r}")
     if fmt not in FP8_FORMATS:

@@ -29,8 +29,7 @@ ALL_LAYERS = "all layers"
 
 def loss_scale_summary(values, log2_scale: int = 0) -> dict:
     """fp16 fates of ``values × 2^log2_scale`` and one sentence about them (key ``text``)."""
-    if isinstance(log2_scale, bool) or not isinstance(log2_scale, int):
-        raise TypeError(f"log2_scale must be an int, got {type(log2_scale).__name__}")
+    log2_scale = check_int(log2_scale, "log2_scale")
     x = flat_values(values)
     f = fp16_fractions(x, 2.0 ** log2_scale)
     a = x.abs()
