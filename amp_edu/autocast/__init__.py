@@ -3,6 +3,7 @@
 =================  ===============================================================
 ``policy``         the op tables (CUDA and CPU) and the cast decision per category
 ``cache``          the weight-cast cache and its lifetime
+``fastpath``       the mode's hot path: the casts of a common call in one loop (same decisions)
 ``mode``           ``autocast`` itself: the TorchFunctionMode, the autocast state it shares with
                    torch (so torch's queries see a region), nesting, thread-local state
 ``custom``         ``custom_fwd`` / ``custom_bwd`` for custom autograd Functions

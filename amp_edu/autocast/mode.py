@@ -17,6 +17,12 @@ The mode does three things per call:
    ``policy.decide``; casts of weights go through the region's ``WeightCache``.
 3. **Everything else** runs untouched.
 
+Step 2 for the most common call (a ``lower``/``fp32`` op on plain CPU tensors passed positionally,
+like ``nn.Linear``'s) runs in :func:`fastpath.cast_positional`: the same decisions in one loop that
+reads each tensor's properties once, because on a small model this Python is the whole cost of the
+region (``python -m amp_edu.bench.autocast_overhead``; ``tests/test_autocast_fastpath.py`` proves
+both paths agree).
+
 One autocast state, shared with torch
 -------------------------------------
 Library code asks *torch* whether autocast is on: ``nn.LSTM`` checks
