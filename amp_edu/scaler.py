@@ -386,6 +386,11 @@ def _refresh_per_optimizer_state() -> dict[str, Any]:
     return {"stage": OptState.READY, "found_inf_per_device": {}}
 
 
+def _all_tensors(items) -> bool:
+    """Is every item a tensor? (asked of the few distinct types, not of each item)"""
+    return all(issubclass(kind, torch.Tensor) for kind in set(map(type, items)))
+
+
 class _PerDevice:
     """A *copy* of one tensor for each device that asks for it (model-parallel gradients), made
     lazily. A copy even on the tensor's own device, as torch does: ``l1, l2 = scaler.scale([a, b])``
@@ -521,13 +526,14 @@ class GradScaler:
         # {device: {dtype: [grads]}}: one fused check-and-unscale per device and dtype, in the
         # order torch visits them (so a refused dtype raises after the same groups are done)
         groups: dict[torch.device, dict[torch.dtype, list[torch.Tensor]]] = {}
-        check = None if type(self)._check_param is GradScaler._check_param else self._check_param
+        own_check = type(self)._check_param is GradScaler._check_param
         last_key, same = None, None          # most gradients share the previous one's group
         with torch.no_grad():
             for group in optimizer.param_groups:
                 params = group["params"]
-                if check is None:
-                    self._check_params(params)
+                # the check is a type test: ask the few distinct types, and only if one fails
+                # check each parameter in turn (so errors come in torch's order)
+                check = None if own_check and _all_tensors(params) else self._check_param
                 for param in params:
                     if check is not None:
                         check(param)
@@ -557,13 +563,6 @@ class GradScaler:
     def _check_param(param) -> None:
         if not isinstance(param, torch.Tensor):
             raise AssertionError(f"expected param to be torch.Tensor, got {type(param).__name__}")
-
-    @classmethod
-    def _check_params(cls, params) -> None:
-        """:meth:`_check_param` of each, asked of the few distinct types (the check is a type test)."""
-        if not all(issubclass(kind, torch.Tensor) for kind in set(map(type, params))):
-            for p in params:                  # the first one that is not a tensor raises
-                cls._check_param(p)
 
     @staticmethod
     def _coalesce_fp16(grad: torch.Tensor) -> torch.Tensor:

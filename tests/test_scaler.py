@@ -960,3 +960,18 @@ def test_a_parameter_that_is_not_a_tensor_is_refused_naming_the_first_one():
     with pytest.raises(AssertionError, match="got str"):
         s.unscale_(Opt())
     assert torch.equal(p.grad, torch.ones(2)), "no gradient may be unscaled before the refusal"
+
+
+def test_errors_come_in_torchs_order_when_a_fp16_gradient_precedes_a_non_tensor():
+    # torch checks each parameter in turn: the fp16 gradient is refused before the non-tensor
+    p = torch.nn.Parameter(torch.ones(2, dtype=torch.float16))
+    p.grad = torch.ones(2, dtype=torch.float16)
+
+    class Opt:
+        param_groups = [{"params": [p, "not a tensor"]}]
+
+    for cls in (torch.amp.GradScaler, GradScaler):
+        s = cls("cpu")
+        s.scale(torch.ones((), requires_grad=True))
+        with pytest.raises(ValueError, match="FP16"):
+            s.unscale_(Opt())

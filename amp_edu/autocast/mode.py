@@ -91,7 +91,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from .cache import WeightCache
-from .fastpath import PLAIN_TENSORS, cast_positional
+from .fastpath import cast_positional
 from .policy import ALIASES, CONDITIONAL, FP32, LOWER, POLICIES, cast_arguments, decide, lookup, op_name
 
 __all__ = ["autocast", "is_autocast_enabled", "get_autocast_dtype", "get_autocast_policy",
