@@ -10,7 +10,7 @@ slows every version alike:
 * **autocast**: the existing benchmark, ``amp_edu.bench.autocast_overhead.run`` on the tiny model,
   once per round with each version's ``autocast`` as ``ours=`` (ours / torch, medians);
 * **GradScaler**: the scaler ops of lesson 04's benchmark (``scale``, ``unscale_``, ``step`` with
-  an optimizer that does nothing, ``update``) on its 120-tensor MLP, each version and
+  an optimizer that does nothing, ``update``; its own setup) on its 120-tensor MLP, each version and
   ``torch.amp.GradScaler`` interleaved in short batches; the figure is the median of the paired
   ratios ours / torch.
 
@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 
 from amp_edu.bench import autocast_overhead  # noqa: E402
-from amp_edu.bench.scaler_overhead import tall_mlp  # noqa: E402
+from amp_edu.bench.scaler_overhead import _NoStep, _scaler_ops, tall_mlp  # noqa: E402
 
 
 def extract(rev: str, name: str, into: Path) -> None:
@@ -63,30 +63,16 @@ def autocast_rounds(versions: dict, rounds: int) -> dict:
 
 
 def scaler_rounds(versions: dict, rounds: int) -> dict:
+    """Lesson 04's benchmark setup (``bench.scaler_overhead.run`` on the CPU: its MLP, gradients,
+    no-op optimizer and scaler settings), each version and torch's class interleaved."""
     torch.set_num_threads(1)
-    params = list(tall_mlp(40, 60, seed=0).parameters())
-    for p in params:
-        p.grad = torch.randn_like(p)
-
-    class Noop(torch.optim.Optimizer):
-        def __init__(self, ps):
-            super().__init__(ps, {})
-
-        def step(self, closure=None):
-            pass
-
-    loss = torch.tensor(1.0, requires_grad=True)
+    model = tall_mlp(64, 60, seed=0)
+    x = torch.randn(32, 64, generator=torch.Generator().manual_seed(0))
+    model(x).square().mean().backward()
+    params, loss = list(model.parameters()), torch.ones(())
     classes = {"torch": torch.amp.GradScaler, **{k: m.scaler.GradScaler for k, m in versions.items()}}
-    steps = {}
-    for k, cls in classes.items():
-        s, opt = cls("cpu", init_scale=1.0), Noop(params)
-
-        def it(s=s, opt=opt):
-            s.scale(loss)
-            s.unscale_(opt)
-            s.step(opt)
-            s.update()
-        steps[k] = it
+    steps = {k: _scaler_ops(cls("cpu", init_scale=1.0, growth_interval=10 ** 9), _NoStep(params), loss)
+             for k, cls in classes.items()}
     times = {k: [] for k in steps}
     for _ in range(rounds * 8):
         for k, it in steps.items():
