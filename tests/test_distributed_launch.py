@@ -7,10 +7,20 @@ import socket
 import threading
 import time
 
+import psutil
 import pytest
 
 from amp_edu.distributed import backend_sentence, basics, launch, leftovers, pick_backend
 from amp_edu.distributed.launch import LAST_RUN
+
+
+def children() -> set[int]:
+    """This process's living descendants (psutil), except multiprocessing's resource tracker,
+    which the first spawn starts once per parent process and which ends with it."""
+    from multiprocessing import resource_tracker
+    tracker = getattr(resource_tracker._resource_tracker, "_pid", None)
+    return {p.pid for p in psutil.Process().children(recursive=True)
+            if p.pid != tracker and p.status() != psutil.STATUS_ZOMBIE}
 
 
 def _assert_clean():
@@ -25,13 +35,16 @@ def _assert_clean():
 
 @pytest.fixture
 def clean():
-    """Whatever the test does, the launch it made leaves nothing behind (checked even on failure)."""
+    """Whatever the test does, the launch it made leaves nothing behind (checked even on failure):
+    no rank alive, the port free, no new child process of ours (psutil)."""
     LAST_RUN.clear()
+    before = children()
     try:
         yield
     finally:
         if LAST_RUN.get("pids"):
             _assert_clean()
+        assert children() - before == set()
 
 
 def test_results_in_rank_order_with_progress_printed(clean, capsys):
@@ -64,6 +77,21 @@ def test_timeout_kills_every_rank(clean):
     assert time.monotonic() - t < 20
 
 
+@pytest.mark.slow
+def test_timeout_kills_what_the_ranks_started(clean):
+    """Each rank starts a `sleep` of its own, then hangs: the timeout kills both generations."""
+    lines = []
+    with pytest.raises(TimeoutError, match=r"ranks \[0, 1\] did not finish within timeout_s=30"):
+        launch(basics.hang, 3600, True, world_size=2, timeout_s=30, progress=lambda r, m: lines.append(m))
+    grandchildren = [int(m.split()[1]) for m in lines if m.startswith("child ")]
+    assert len(grandchildren) == 2, lines                # each rank started a `sleep` before hanging
+    deadline = time.monotonic() + 5
+    while any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE for p in grandchildren) \
+            and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE for p in grandchildren)
+
+
 def test_ctrl_c_in_the_parent_kills_every_rank(clean):
     """Ctrl-C (KeyboardInterrupt in the main thread) while the ranks start up or run."""
     timer = threading.Timer(1.5, _thread.interrupt_main)
@@ -94,32 +122,22 @@ def test_bad_arguments(kwargs, exc, match):
     assert not LAST_RUN                  # refused before anything started
 
 
-def _local():
-    return 1
-
-
-def test_functions_the_ranks_cannot_import_are_refused():
-    with pytest.raises(ValueError, match="module-level function of an importable module"):
-        launch(_local_closure())
-    with pytest.raises(ValueError, match="module-level"):
-        launch(lambda rank, ws: rank)
-    with pytest.raises(TypeError, match="module-level function"):
+def test_what_is_not_a_function_is_refused_before_anything_starts():
+    LAST_RUN.clear()
+    with pytest.raises(TypeError, match="fn must be a Python function"):
         launch(print)
-    main_fn = _local_copy_in_main()
-    with pytest.raises(ValueError, match="defined in a notebook"):
-        launch(main_fn)
+    with pytest.raises(TypeError, match="fn must be a Python function"):
+        launch(basics)
+    assert not LAST_RUN
 
 
-def _local_closure():
-    def inner(rank, world_size):
-        return rank
-    return inner
+def test_a_closure_and_a_lambda_run_by_value(clean):
+    offset = 10
 
-
-def _local_copy_in_main():
-    ns = {"__name__": "__main__"}
-    exec("def f(rank, world_size):\n    return rank\n", ns)
-    return ns["f"]
+    def closure(rank, world_size):
+        return rank + offset
+    assert launch(closure, world_size=2, timeout_s=120, progress=False) == [10, 11]
+    assert launch(lambda rank, world_size, k: rank * k, 3, world_size=2, timeout_s=120, progress=False) == [0, 3]
 
 
 def test_nccl_needs_a_gpu_per_rank():

@@ -6,6 +6,7 @@ Each is ``fn(rank, world_size, ...)`` at module level, so spawned ranks can impo
 from __future__ import annotations
 
 import os
+import subprocess
 import time
 
 import torch
@@ -34,8 +35,13 @@ def fail_on(rank: int, world_size: int, bad_rank: int = 1) -> int:
     return rank
 
 
-def hang(rank: int, world_size: int, seconds: float = 3600.0) -> int:
-    """Sleep far past any reasonable timeout (to show and test ``TimeoutError``)."""
+def hang(rank: int, world_size: int, seconds: float = 3600.0, with_child: bool = False) -> int:
+    """Sleep far past any reasonable timeout (to show and test ``TimeoutError``). ``with_child``:
+    first start a ``sleep`` process of our own and report its pid (``"child <pid>"``), to show
+    that the rank's children are killed with it."""
+    if with_child:
+        child = subprocess.Popen(["sleep", str(int(seconds))])
+        progress(f"child {child.pid}")
     progress(f"sleeping {seconds:g} s")
     time.sleep(seconds)
     return rank

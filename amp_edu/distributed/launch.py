@@ -15,10 +15,16 @@ What it does, in order:
 1. **A fresh rendezvous.** The parent opens a ``TCPStore`` on ``127.0.0.1``, on a port the OS
    picks (port 0), and keeps it for the run; the ranks connect to it and
    ``init_process_group`` over it. No fixed ``MASTER_PORT`` that a previous crashed run may hold.
-2. **Spawned ranks.** ``multiprocessing``'s *spawn* start method starts fresh interpreters (a
-   forked copy of a kernel that has touched threads or CUDA is unsafe). Spawn sends ``fn`` by
-   *name*: it must be a module-level function of an importable module, never a function defined
-   in the notebook (its module is the kernel's ``__main__``, which a child cannot import).
+2. **Spawned ranks, the function sent by value where it must be.** ``multiprocessing``'s *spawn*
+   start method starts fresh interpreters: a forked copy of a Jupyter kernel carries its threads'
+   locks and OpenMP's thread pool in whatever state they were, which can hang the child. Spawn
+   would send ``fn`` *by name*, which a fresh interpreter can only follow for a function of an
+   importable module. A function written in a notebook cell (the kernel's ``__main__``), in a
+   script's ``__main__``, a lambda or a nested function is sent **by value** instead
+   (:mod:`.byvalue`: its code, the globals it reads, its closure), as
+   ``accelerate.notebook_launcher``'s cloudpickle does, so ``launch`` takes all of them.
+   From a script, call ``launch`` under ``if __name__ == "__main__":`` (spawned children
+   re-import the script, as with ``torch.multiprocessing.spawn``).
    Each rank makes itself a process-group leader, so it and anything it starts are killed together.
 3. **Progress and results over a queue.** A rank calls :func:`progress` (``"step 3/20 ..."``); the
    parent prints it as ``[rank 1] step 3/20 ...`` while it waits. A rank's return value is pickled
@@ -38,7 +44,6 @@ import os
 import pickle
 import queue as _queue
 import signal
-import sys
 import time
 import traceback
 import types
@@ -48,6 +53,7 @@ from typing import Any, Callable
 import torch
 
 from ..validate import check_int, check_number
+from . import byvalue
 
 __all__ = ["launch", "progress", "current", "RankInfo", "pick_backend", "backend_sentence", "BACKENDS",
            "leftovers", "LAST_RUN"]
@@ -161,20 +167,9 @@ def _check_backend(backend) -> None:
 
 
 def _check_fn(fn) -> None:
-    accepted = ("fn must be a module-level function of an importable module (e.g. in amp_edu.distributed): "
-                "spawned ranks import it by name")
     if not isinstance(fn, types.FunctionType):
-        raise TypeError(f"{accepted}; got {type(fn).__name__}")
-    module = getattr(fn, "__module__", None)
-    if module in (None, "__main__", "__mp_main__") or "<locals>" in fn.__qualname__ or "<lambda>" in fn.__qualname__:
-        raise ValueError(f"{accepted}; got {fn.__qualname__!r} from module {module!r} "
-                         "(functions defined in a notebook or inside another function cannot be sent)")
-    owner = sys.modules.get(module)
-    target = owner
-    for part in fn.__qualname__.split("."):
-        target = getattr(target, part, None)
-    if target is not fn:
-        raise ValueError(f"{accepted}; {module}.{fn.__qualname__} does not name this function")
+        raise TypeError("fn must be a Python function fn(rank, world_size, *args) (from a module, a script or a "
+                        f"notebook cell); got {type(fn).__name__}")
 
 
 def _check_timeout(timeout_s) -> float:
@@ -194,8 +189,9 @@ def _send_error(q, rank: int, exc: BaseException) -> None:
     q.put(("error", rank, f"{type(exc).__name__}: {exc}", traceback.format_exc(), time.time()))
 
 
-def _worker(fn, args, rank, world_size, backend, port, timeout_s, q) -> None:
-    """The body of one rank: join the group, run ``fn``, send back its result or error."""
+def _worker(payload, rank, world_size, backend, port, timeout_s, q) -> None:
+    """The body of one rank: join the group, run ``fn``, send back its result or error.
+    ``payload`` is ``(fn, args)`` pickled by :func:`.byvalue.dumps`."""
     global _CURRENT, _QUEUE
     try:
         os.setpgid(0, 0)             # our own process group: the parent kills it as a whole
@@ -215,6 +211,7 @@ def _worker(fn, args, rank, world_size, backend, port, timeout_s, q) -> None:
         store = dist.TCPStore(_HOST, port, world_size=None, is_master=False, timeout=timeout)
         dist.init_process_group(backend, store=store, rank=rank, world_size=world_size, timeout=timeout)
         try:
+            fn, args = byvalue.loads(payload)
             result = fn(rank, world_size, *args)
             payload = pickle.dumps(result)       # here, so an unpicklable result is this rank's error
         except BaseException as exc:  # noqa: BLE001
@@ -279,8 +276,10 @@ def launch(fn: Callable, *args: Any, world_size: int = 2, backend: str = "gloo",
     """Run ``fn(rank, world_size, *args)`` in ``world_size`` processes; return their results in rank order.
 
     Args:
-        fn: a module-level function (spawned ranks import it by name).
-        args: passed to every rank (pickled).
+        fn: a function ``fn(rank, world_size, *args)``: from an importable module (sent by name),
+            or from a notebook cell, a script's ``__main__``, a lambda or a closure (sent by value,
+            see :mod:`.byvalue`).
+        args: passed to every rank (pickled the same way).
         world_size: number of ranks, 1 to 64.
         backend: ``"gloo"`` (CPU processes, any machine) or ``"nccl"`` (one GPU per rank; needs
             ``world_size`` GPUs). :func:`pick_backend` chooses.
@@ -303,6 +302,7 @@ def launch(fn: Callable, *args: Any, world_size: int = 2, backend: str = "gloo",
             raise ValueError(f"backend 'nccl' needs one GPU per rank: world_size={world_size} but {n} GPU(s) "
                              "found; use backend='gloo' (or pick_backend())")
     show = _print_progress if progress is True else (progress or None)
+    payload = byvalue.dumps((fn, args))          # here: what cannot be sent is a TypeError before any rank starts
 
     import torch.distributed as dist
     deadline = time.monotonic() + timeout_s
@@ -313,7 +313,7 @@ def launch(fn: Callable, *args: Any, world_size: int = 2, backend: str = "gloo",
     LAST_RUN.clear()
     LAST_RUN.update(port=port, pids=[])
     q = ctx.Queue()
-    procs = [ctx.Process(target=_worker, args=(fn, args, r, world_size, backend, port, timeout_s, q),
+    procs = [ctx.Process(target=_worker, args=(payload, r, world_size, backend, port, timeout_s, q),
                          name=f"amp_edu-rank{r}", daemon=True) for r in range(world_size)]
     results: dict[int, Any] = {}
     last: dict[int, str] = {}
