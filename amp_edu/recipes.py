@@ -78,8 +78,11 @@ recipe it extends), override the events that differ, and register the names it a
 from __future__ import annotations
 
 import contextlib
+import enum
+import importlib
 import math
 import re
+from dataclasses import dataclass
 from typing import Callable, NamedTuple
 
 import torch
@@ -88,8 +91,22 @@ import torch.nn as nn
 from . import formats
 from .validate import check_number
 
-__all__ = ["Recipe", "Pure", "StaticScale", "Master", "Amp", "StepResult", "RECIPES", "register",
-           "parse_recipe", "all_finite"]
+__all__ = ["Recipe", "Pure", "StaticScale", "Master", "Amp", "AmpWithoutScaler", "StepResult", "Family",
+           "SETS", "Entry", "RECIPE_MODULES", "register", "entry", "specs", "names", "parse_recipe", "all_finite"]
+
+
+class Family(enum.Enum):
+    """What a recipe changes about fp32 training. A recipe's family is a class attribute
+    (``Recipe.family``), and it is what :func:`amp_edu.viz.color_for` colours by, so a newly
+    registered recipe always has a colour."""
+
+    FP32 = "fp32"              # the baseline
+    AMP = "amp"                # fp32 weights, an autocast forward
+    PURE = "pure"              # the whole model in 16 bits
+    SCALED = "scaled"          # pure fp16 + a constant loss scale
+    MASTER = "master"          # fp16 model, fp32 master weights
+    FP8 = "fp8"                # fp8 GEMMs in the linear layers (lesson 10)
+    OPTIMIZER = "optimizer"    # low-precision weights or optimizer states (lesson 12)
 
 
 class StepResult(NamedTuple):
@@ -132,6 +149,7 @@ class Recipe:
     """
 
     name = "fp32"
+    family = Family.FP32
     param_dtype = torch.float32      # dtype of the model's weights in forward and backward
     scaler_spec = None               # the ``scaler`` argument
 
@@ -234,6 +252,8 @@ class Pure(Recipe):
     """``fp16_pure`` / ``bf16_pure``: the model cast to ``dtype``; everything happens in it,
     including the optimizer's update (an update below 2^-11 of a weight rounds away in fp16)."""
 
+    family = Family.PURE
+
     def __init__(self, dtype: torch.dtype = torch.float16) -> None:
         if dtype not in (torch.float16, torch.bfloat16):
             raise ValueError(f"Pure trains in torch.float16 or torch.bfloat16, got {dtype!r}")
@@ -259,6 +279,8 @@ class StaticScale(Pure):
     """``fp16_static_scale(S)``: ``fp16_pure`` + a constant loss scale ``S``: backward from
     ``loss * S``; a step whose gradients overflowed is skipped, the others are multiplied by 1/S
     (in fp16) and stepped."""
+
+    family = Family.SCALED
 
     def __init__(self, scale: float) -> None:
         super().__init__(torch.float16)
@@ -292,6 +314,8 @@ class Master(StaticScale):
     to fp32 and unscaled there (× 1/S); after the step the fp16 weights are re-copied from the
     master copy. ``scale=None``: no loss scaling (S = 1, and no skipped steps)."""
 
+    family = Family.MASTER
+
     def __init__(self, scale: float | None = None) -> None:
         super().__init__(1.0 if scale is None else scale)
         self.scaled = scale is not None
@@ -323,6 +347,8 @@ class Amp(Recipe):
     given (e.g. the course's own :class:`amp_edu.scaler.GradScaler`). bf16 has fp32's exponent
     range, so its scaler is disabled and does nothing."""
 
+    family = Family.AMP
+
     def __init__(self, dtype: torch.dtype = torch.float16, scaler=None) -> None:
         if dtype not in (torch.float16, torch.bfloat16):
             raise ValueError(f"autocast runs in torch.float16 or torch.bfloat16, got {dtype!r}")
@@ -337,41 +363,125 @@ class Amp(Recipe):
         return torch.autocast(self.device_type, dtype=self.autocast_dtype)
 
 
+class AmpWithoutScaler(Amp):
+    """``amp_fp16_noscaler``: fp16 autocast with the GradScaler left out (disabled), the way a loop
+    copied from a bf16 recipe runs fp16. Gradients below fp16's 2^-24 flush to zero in backward."""
+
+    def __init__(self) -> None:
+        super().__init__(torch.float16)
+        self.name = "amp_fp16_noscaler"
+
+    def default_scaler(self, device_type: str):
+        return torch.amp.GradScaler(device_type, enabled=False)
+
+
 # --- the registry: recipe names -> objects ----------------------------------------------------
-_FACTORIES: dict[str, Callable] = {}       # "fp32" -> Recipe; "fp16_static_scale" -> StaticScale(S)
-_SCALED: set[str] = set()                  # families spelled "name(S)"
+#: The named sets of recipes that studies and benchmarks run, each a tag a recipe registers with.
+SETS = {
+    "everyday": "the recipes a practitioner chooses between (lesson 08's study)",
+    "precision": "the ones where precision visibly matters: 16-bit weights, fp16 without a scaler",
+    "timed": "the ones the train-step benchmark times (bench.train_step)",
+}
 
 
-def register(spec: str, factory: Callable | None = None):
+@dataclass(frozen=True)
+class Entry:
+    """One registered recipe: ``spec`` is what :func:`parse_recipe` accepts (``name`` or
+    ``name(S)`` for a loss-scaled family), ``factory()`` / ``factory(S)`` builds it."""
+
+    name: str
+    factory: Callable
+    family: Family
+    scaled: bool
+    sets: frozenset
+
+    @property
+    def spec(self) -> str:
+        return f"{self.name}(S)" if self.scaled else self.name
+
+
+_REGISTRY: dict[str, Entry] = {}
+#: Modules that register recipes of their own (imported by the first registry query, so
+#: ``train(task, model, "fp8_rowwise")`` works without importing :mod:`amp_edu.fp8` first).
+RECIPE_MODULES = ("amp_edu.fp8",)
+_loaded = False
+
+
+def register(spec: str, factory: Callable | None = None, *, family: Family | None = None, sets=()):
     """Make :func:`parse_recipe` build ``factory()`` for ``spec`` (``factory(S)`` for a spec
-    written ``"name(S)"``, S being the loss scale). Usable as a class decorator."""
-    m = re.fullmatch(r"([a-z][a-z0-9_]*)(\(S\))?", spec)
+    written ``"name(S)"``, S being the loss scale). Usable as a class decorator.
+
+    ``family`` defaults to the family of what the factory builds (a class's ``family`` attribute,
+    or, for a function, of the object it returns: it is called once, here, which also proves it
+    works). ``sets`` names the :data:`SETS` the recipe belongs to."""
+    m = re.fullmatch(r"([a-z][a-z0-9_]*)(\(S\))?", spec) if isinstance(spec, str) else None
     if not m:
         raise ValueError(f"a recipe spec is a lower-case name, optionally followed by (S); got {spec!r}")
+    sets = frozenset((sets,) if isinstance(sets, str) else sets)
+    if not sets <= SETS.keys():
+        raise ValueError(f"unknown recipe sets {sorted(sets - SETS.keys())}; accepted: {', '.join(SETS)}")
+    if family is not None and not isinstance(family, Family):
+        raise TypeError(f"family must be a recipes.Family ({', '.join(f.name for f in Family)}), got {family!r}")
 
     def add(f):
-        _FACTORIES[m.group(1)] = f
-        if m.group(2):
-            _SCALED.add(m.group(1))
+        if not callable(f):
+            raise TypeError(f"a recipe factory must be callable, got {type(f).__name__}")
+        fam = family
+        if fam is None:
+            built = f if isinstance(f, type) else (f(1.0) if m.group(2) else f())
+            fam = getattr(built, "family", None)
+            if not isinstance(fam, Family):
+                raise TypeError(f"recipe {spec!r}: what its factory builds has no recipes.Family "
+                                f"(got {fam!r}); give the class a `family` or pass family=")
+        _REGISTRY[m.group(1)] = Entry(m.group(1), f, fam, bool(m.group(2)), sets)
         return f
     return add(factory) if factory is not None else add
 
 
-register("fp32", Recipe)
-register("fp16_pure", lambda: Pure(torch.float16))
+def _entries() -> list[Entry]:
+    global _loaded
+    if not _loaded:
+        _loaded = True
+        for module in RECIPE_MODULES:
+            importlib.import_module(module)
+    return list(_REGISTRY.values())
+
+
+def entry(name: str) -> Entry:
+    """The registered recipe called ``name`` (a spec's name, without ``(S)``)."""
+    for e in _entries():
+        if e.name == name:
+            return e
+    raise ValueError(f"unknown recipe {name!r}; accepted: {', '.join(specs())}")
+
+
+def specs() -> tuple[str, ...]:
+    """Every recipe spec :func:`parse_recipe` accepts, in registration order, at call time."""
+    return tuple(e.spec for e in _entries())
+
+
+def names(set: str | None = None, *, family: Family | None = None) -> tuple[str, ...]:
+    """The names of the recipes in ``set`` (one of :data:`SETS`) and/or ``family``, at call time
+    (so a recipe registered later is included), in registration order."""
+    if set is not None and set not in SETS:
+        raise ValueError(f"unknown recipe set {set!r}; accepted: {', '.join(SETS)}")
+    if family is not None and not isinstance(family, Family):
+        raise TypeError(f"family must be a recipes.Family, got {family!r}")
+    return tuple(e.name for e in _entries()
+                 if (set is None or set in e.sets) and (family is None or e.family is family))
+
+
+# Registration order is the order studies, tables and plots list the recipes in.
+register("fp32", Recipe, sets=("everyday", "precision", "timed"))
+register("amp_fp16", lambda: Amp(torch.float16), sets=("everyday", "timed"))
+register("amp_bf16", lambda: Amp(torch.bfloat16), sets=("everyday", "precision", "timed"))
+register("amp_fp16_noscaler", AmpWithoutScaler, sets=("precision",))
+register("bf16_pure", lambda: Pure(torch.bfloat16), sets=("precision",))
+register("fp16_pure", lambda: Pure(torch.float16), sets=("everyday", "precision"))
 register("fp16_static_scale(S)", StaticScale)
 register("fp16_master", Master)
 register("fp16_master_scale(S)", Master)
-register("bf16_pure", lambda: Pure(torch.bfloat16))
-register("amp_fp16", lambda: Amp(torch.float16))
-register("amp_bf16", lambda: Amp(torch.bfloat16))
 
-
-def _recipes() -> tuple[str, ...]:
-    return tuple(f"{n}(S)" if n in _SCALED else n for n in _FACTORIES)
-
-
-RECIPES = _recipes()   # every recipe spec train accepts (the registered ones at import time)
 _SCALED_RE = re.compile(r"^([a-z][a-z0-9_]*)\(\s*([^)]+?)\s*\)$")
 
 
@@ -386,13 +496,12 @@ def parse_recipe(spec: "str | Recipe") -> Recipe:
     if not isinstance(spec, str):
         raise TypeError(f"recipe must be a str or Recipe, got {type(spec).__name__}")
     s = spec.strip()
-    if s.startswith("fp8_") and s not in _FACTORIES:
-        import amp_edu.fp8  # noqa: F401  (registers fp8_tensorwise / fp8_rowwise / fp8_delayed)
-    if s in _FACTORIES and s not in _SCALED:
-        return _FACTORIES[s]()
+    known = {e.name: e for e in _entries()}
+    if s in known and not known[s].scaled:
+        return known[s].factory()
     m = _SCALED_RE.match(s)
-    if not m or m.group(1) not in _SCALED:
-        raise ValueError(f"unknown recipe {spec!r}; accepted: {', '.join(_recipes())} "
+    if not m or m.group(1) not in known or not known[m.group(1)].scaled:
+        raise ValueError(f"unknown recipe {spec!r}; accepted: {', '.join(specs())} "
                          "(S a positive number or 2**k)")
     fam, arg = m.groups()
     pw = re.fullmatch(r"2\s*\*\*\s*(-?\d+)", arg)
@@ -402,4 +511,4 @@ def parse_recipe(spec: "str | Recipe") -> Recipe:
         raise ValueError(f"bad loss scale {arg!r} in recipe {spec!r}: give a number or 2**k") from None
     if not (math.isfinite(scale) and scale > 0):
         raise ValueError(f"the loss scale must be finite and > 0, got {scale} in {spec!r}")
-    return _FACTORIES[fam](scale)
+    return known[fam].factory(scale)

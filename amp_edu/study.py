@@ -43,31 +43,20 @@ from . import data as _data
 from .bench.timing import Timing, compare
 from .bench.verdict import speed_verdict
 from .device import num_threads   # re-exported: the study's threads= argument
-from .recipes import Amp, Recipe
+from .recipes import Recipe
+from . import recipes as registry   # (`recipes` is the argument name of the functions below)
 from .train import parse_recipe, train
 from .validate import check_int
 from .viz import color_for
 
-__all__ = ["STUDIED", "RECIPES", "PRECISION_RECIPES", "AmpWithoutScaler", "METRICS", "num_threads", "Study", "run_study",
+__all__ = ["STUDIED", "RECIPES", "PRECISION_RECIPES", "METRICS", "num_threads", "Study", "run_study",
            "smooth", "stats", "summary", "Comparison", "compare_to_baseline", "verdict", "step_times", "time_verdict",
            "plot_curves", "plot_finals"]
 
 
-class AmpWithoutScaler(Amp):
-    """``amp_fp16_noscaler``: fp16 autocast with the GradScaler left out (disabled), the way a loop
-    copied from a bf16 recipe runs fp16. Gradients below fp16's 2^-24 flush to zero in backward."""
-
-    def __init__(self) -> None:
-        super().__init__(torch.float16)
-        self.name = "amp_fp16_noscaler"
-
-    def default_scaler(self, device_type: str):
-        return torch.amp.GradScaler(device_type, enabled=False)
-
-
-STUDIED = ("fp32", "amp_fp16", "amp_bf16", "fp16_pure")
-RECIPES = STUDIED   # the old name, kept for lesson 08; the recipe registry is amp_edu.recipes.RECIPES
-PRECISION_RECIPES = ("fp32", "amp_bf16", AmpWithoutScaler, "bf16_pure", "fp16_pure")
+STUDIED = registry.names("everyday")
+RECIPES = STUDIED
+PRECISION_RECIPES = registry.names("precision")
 METRICS = {"eval_loss": "held-out loss", "eval_accuracy": "held-out accuracy", "train_loss": "training loss"}
 _HIGHER_IS_BETTER = {"eval_loss": False, "eval_accuracy": True, "train_loss": False}
 
@@ -135,7 +124,10 @@ _smooth = smooth   # the old private name, which lesson 08 used
 
 def _recipe_specs(recipes) -> dict:
     """``{name: spec}`` where ``spec`` is what to hand :func:`train` for one run: the name itself,
-    or a factory called afresh per run (a recipe object carries a run's state, e.g. its scaler)."""
+    or a factory called afresh per run (a recipe object carries a run's state, e.g. its scaler).
+    ``None``: the registry's everyday set (:func:`amp_edu.recipes.names`), read at call time."""
+    if recipes is None:
+        recipes = registry.names("everyday")
     if isinstance(recipes, (str, Recipe)) or callable(recipes):
         recipes = (recipes,)
     specs = {}
@@ -164,7 +156,7 @@ def _fresh(spec):
     return spec if isinstance(spec, str) else spec()
 
 
-def run_study(task="blobs", recipes=STUDIED, seeds=(0, 1, 2), *, model: str | None = None,
+def run_study(task="blobs", recipes=None, seeds=(0, 1, 2), *, model: str | None = None,
               steps: int = 300, evals: int = 10, log: bool = True, threads: int | None = None,
               **train_kwargs) -> Study:
     """Train every recipe with every seed on ``task`` (a :class:`~amp_edu.data.Task` or its name).
@@ -324,7 +316,7 @@ def verdict(study: Study, metrics=("eval_loss", "eval_accuracy"), *, baseline: s
     return out
 
 
-def step_times(task, recipes=STUDIED, *, model: str | None = None, steps: int = 5, rounds: int = 3,
+def step_times(task, recipes=None, *, model: str | None = None, steps: int = 5, rounds: int = 3,
                repeats: int = 3, min_time_s: float = 0.05, threads: int | None = None,
                **train_kwargs) -> dict[str, Timing]:
     """Seconds per optimizer step of each recipe, timed side by side.

@@ -2,9 +2,8 @@
 
 Every lesson that trains calls :func:`train`; only the *recipe* changes. A recipe is an object
 (:mod:`amp_edu.recipes`, which says what each one does) whose methods the loop calls at fixed
-moments of each step; by name: ``fp32``, ``fp16_pure``, ``bf16_pure``, ``fp16_static_scale(S)``,
-``fp16_master``, ``fp16_master_scale(S)``, ``amp_fp16`` and ``amp_bf16``
-(:data:`amp_edu.recipes.RECIPES`).
+moments of each step, or its registered name (``fp32``, ``amp_fp16``, ``fp16_static_scale(S)``, ...:
+:func:`amp_edu.recipes.specs` lists them all, lesson 10's fp8 recipes included).
 
 ::
 
@@ -37,10 +36,10 @@ import torch
 import torch.nn as nn
 
 from . import models as _models
-from .recipes import RECIPES, Amp, Recipe, parse_recipe
+from .recipes import Amp, Recipe, parse_recipe
 from .validate import check_int, check_number
 
-__all__ = ["Recipe", "RECIPES", "parse_recipe", "History", "train", "make_optimizer"]
+__all__ = ["Recipe", "parse_recipe", "History", "train", "make_optimizer"]
 
 
 @dataclass

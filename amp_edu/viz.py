@@ -12,36 +12,53 @@ import math
 import matplotlib.pyplot as plt
 from matplotlib.ticker import FuncFormatter, LogLocator
 
-from . import formats
+from . import formats, recipes
+from .recipes import Family
 
-__all__ = ["fig_ax", "log2_axis", "fp16_landmarks", "PRECISION_COLORS", "RECIPE_COLORS", "color_for",
+__all__ = ["fig_ax", "log2_axis", "fp16_landmarks", "FAMILY_PALETTES", "FORMAT_COLORS", "recipe_color", "color_for",
            "FIELD_COLORS", "bit_layouts", "number_line", "category_grid", "scale_trajectory"]
 
-# One colour per precision recipe, used by every lesson (a format's colour is ``Format.color``).
-# A recipe written "name(S)" (a loss scale S) takes the colour of "name".
-RECIPE_COLORS = {
-    "fp32": formats.FP32.color,
-    "fp16_pure": formats.FP16.color, "fp16_static_scale": "#ff9896",
-    "fp16_master": "#9467bd", "fp16_master_scale": "#c5b0d5",
-    "bf16_pure": "#98df8a",
-    "amp_fp16": "#ff7f0e", "amp_bf16": formats.BF16.color,
+# A recipe's colour comes from its family (``amp_edu.recipes.Family``): the k-th registered member
+# of a family takes the family's k-th colour (cycling), so a recipe registered later, in any
+# module, is coloured too. The palettes keep each format's own colour where a recipe is "that
+# format" (fp32, pure fp16, AMP bf16).
+FAMILY_PALETTES = {
+    Family.FP32: (formats.FP32.color,),
+    Family.AMP: ("#ff7f0e", formats.BF16.color, "#ffbb78"),          # amp_fp16, amp_bf16, no scaler
+    Family.PURE: ("#98df8a", formats.FP16.color),                      # bf16_pure, fp16_pure
+    Family.SCALED: ("#ff9896",),
+    Family.MASTER: ("#9467bd", "#c5b0d5"),
+    Family.FP8: ("#8c564b", "#c49c94", "#e377c2", "#f7b6d2", "#5254a3", "#9c9ede"),
+    Family.OPTIMIZER: ("#17becf", "#9edae5", "#7f7f7f", "#c7c7c7", "#bcbd22", "#dbdb8d", "#393b79"),
 }
+# Every format's name and string aliases (a recipe name wins where both exist: "fp32").
+FORMAT_COLORS = {k: f.color for f in formats.ALL_FORMATS.values() for k in (f.name, *f.aliases)
+                 if isinstance(k, str)}
 
-# Every name color_for knows: each format's name and string aliases, then the recipes.
-PRECISION_COLORS = {k: f.color for f in formats.ALL_FORMATS.values()
-                    for k in (f.name, *f.aliases) if isinstance(k, str)} | RECIPE_COLORS
+
+def recipe_color(name: str) -> str | None:
+    """The colour of the registered recipe ``name`` (``"fp16_static_scale(1024)"`` is the
+    ``fp16_static_scale`` family member), from its family's palette; ``None`` if no such recipe."""
+    name = name.split("(")[0].strip()
+    try:
+        entry = recipes.entry(name)
+    except ValueError:
+        return None
+    members = recipes.names(family=entry.family)
+    palette = FAMILY_PALETTES[entry.family]
+    return palette[members.index(name) % len(palette)]
 
 
 def color_for(name) -> str | None:
-    """The course colour for a format (name, alias or torch dtype, e.g. ``"fp16"``, ``"half"``,
-    ``torch.bfloat16``) or a recipe (``"amp_fp16"``, ``"fp16_static_scale(1024)"``, or an object
-    with a ``.name``); ``None`` (matplotlib chooses) for anything else."""
+    """The course colour for a recipe (``"amp_fp16"``, ``"fp16_static_scale(1024)"``, or an
+    object with a ``.name``) or a format (name, alias or torch dtype, e.g. ``"fp16"``, ``"half"``,
+    ``torch.bfloat16``); ``None`` (matplotlib chooses) for anything else."""
     if isinstance(name, formats.Format):
         return name.color
     if not isinstance(name, str) and hasattr(name, "name") and isinstance(name.name, str):
         name = name.name                                  # a recipe object
     key = str(name).removeprefix("torch.")
-    return PRECISION_COLORS.get(key.split("(")[0].strip())
+    return recipe_color(key) or FORMAT_COLORS.get(key.split("(")[0].strip())
 
 
 def fig_ax(width: float = 7.0, height: float = 3.6, **kw):

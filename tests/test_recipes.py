@@ -47,9 +47,10 @@ def run(recipe, model, data, clip=None):
 
 
 def test_every_registered_name_builds_its_recipe():
-    assert recipes.RECIPES == ("fp32", "fp16_pure", "fp16_static_scale(S)", "fp16_master",
-                               "fp16_master_scale(S)", "bf16_pure", "amp_fp16", "amp_bf16")
-    for spec in recipes.RECIPES:
+    assert recipes.specs()[:9] == ("fp32", "amp_fp16", "amp_bf16", "amp_fp16_noscaler", "bf16_pure",
+                                   "fp16_pure", "fp16_static_scale(S)", "fp16_master", "fp16_master_scale(S)")
+    assert {"fp8_tensorwise", "fp8_rowwise", "fp8_delayed"} <= set(recipes.specs())   # loaded on first use
+    for spec in recipes.specs():
         r = recipes.parse_recipe(spec.replace("(S)", "(2**7)"))
         assert isinstance(r, recipes.Recipe)
         assert recipes.parse_recipe(r.name).name == r.name        # the canonical name parses back
@@ -157,8 +158,7 @@ def test_bad_arguments(make, err):
 
 
 def test_adding_a_recipe_is_one_registered_class(monkeypatch):
-    monkeypatch.setattr(recipes, "_FACTORIES", dict(recipes._FACTORIES))
-    monkeypatch.setattr(recipes, "_SCALED", set(recipes._SCALED))
+    monkeypatch.setattr(recipes, "_REGISTRY", dict(recipes._REGISTRY))
 
     @recipes.register("bf16_master_scale(S)")
     class Bf16Master(recipes.Master):
@@ -172,7 +172,7 @@ def test_adding_a_recipe_is_one_registered_class(monkeypatch):
     m = net()
     res = run(r, m, batches(7, 2))
     assert {p.dtype for p in m.parameters()} == {torch.bfloat16} and res[-1] == (True, False)
-    assert "bf16_master_scale(S)" in recipes._recipes()
+    assert "bf16_master_scale(S)" in recipes.specs()
     from amp_edu import data, train
     h = train.train(data.get_task("blobs", device="cpu", n=64), "mlp", "bf16_master_scale(4)", steps=2,
                     batch_size=8, eval_every=0)
@@ -237,3 +237,36 @@ def test_fp8_recipe_names_resolve_without_importing_fp8_first():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "fp8_tensorwise"
+
+
+def test_the_sets_and_families_are_read_from_the_registry_at_call_time(monkeypatch):
+    assert recipes.names("everyday") == ("fp32", "amp_fp16", "amp_bf16", "fp16_pure")
+    assert recipes.names("precision") == ("fp32", "amp_bf16", "amp_fp16_noscaler", "bf16_pure", "fp16_pure")
+    assert recipes.names("timed") == ("fp32", "amp_fp16", "amp_bf16")
+    assert {"fp8_tensorwise", "fp8_rowwise", "fp8_delayed"} <= set(recipes.names(family=recipes.Family.FP8))
+    assert recipes.entry("fp16_master_scale").family is recipes.Family.MASTER
+    assert recipes.entry("amp_fp16_noscaler").factory is recipes.AmpWithoutScaler
+    monkeypatch.setattr(recipes, "_REGISTRY", dict(recipes._REGISTRY))     # registered for this test only
+
+    @recipes.register("fp16_clipped_pure", sets="precision")
+    class ClippedPure(recipes.Pure):
+        pass
+    assert recipes.names("precision")[-1] == "fp16_clipped_pure"          # a later recipe is included
+    assert recipes.entry("fp16_clipped_pure").family is recipes.Family.PURE   # from its class
+    recipes.register("bf16_noop", lambda: recipes.Pure(torch.bfloat16))
+    assert recipes.entry("bf16_noop").family is recipes.Family.PURE           # from what it builds
+
+
+@pytest.mark.parametrize("call, exc, match", [
+    (lambda: recipes.register("Bad Name", recipes.Recipe), ValueError, "lower-case"),
+    (lambda: recipes.register("x1", recipes.Recipe, sets=("weekly",)), ValueError, "everyday"),
+    (lambda: recipes.register("x2", recipes.Recipe, family="fp32"), TypeError, "Family"),
+    (lambda: recipes.register("x3", lambda: object()), TypeError, "Family"),
+    (lambda: recipes.register("x4", 42), TypeError, "callable"),
+    (lambda: recipes.names("weekly"), ValueError, "everyday"),
+    (lambda: recipes.names(family="amp"), TypeError, "Family"),
+    (lambda: recipes.entry("nope"), ValueError, "accepted"),
+])
+def test_the_registry_rejects_bad_input(call, exc, match):
+    with pytest.raises(exc, match=match):
+        call()

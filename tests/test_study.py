@@ -8,7 +8,7 @@ import torch
 
 matplotlib.use("Agg")
 
-from amp_edu import data, study  # noqa: E402
+from amp_edu import data, recipes, study  # noqa: E402
 from amp_edu.train import History  # noqa: E402
 
 
@@ -156,12 +156,12 @@ def test_time_verdict_is_noise_aware_and_carries_the_caveat():
 
 
 def test_recipe_factories_and_the_no_scaler_recipe(tiny):
-    s = study.run_study(tiny, ("fp32", study.AmpWithoutScaler), (0, 1), model="mlp", steps=3, evals=1,
+    s = study.run_study(tiny, ("fp32", recipes.AmpWithoutScaler), (0, 1), model="mlp", steps=3, evals=1,
                         log=False, batch_size=8)
     assert s.recipes == ("fp32", "amp_fp16_noscaler")
     assert all(h.scale == [1.0] * 3 for h in s.runs["amp_fp16_noscaler"])     # the scaler is disabled
     with pytest.raises(TypeError, match="factory"):
-        study.run_study(tiny, ("fp32", study.AmpWithoutScaler()), (0, 1), steps=2, log=False)
+        study.run_study(tiny, ("fp32", recipes.AmpWithoutScaler()), (0, 1), steps=2, log=False)
     with pytest.raises(ValueError, match="twice"):
         study.run_study(tiny, ("fp32", "fp32"), (0, 1), steps=2, log=False)
 
@@ -204,10 +204,11 @@ def test_step_times_names_the_argument_of_the_wrong_type():
             study.step_times("blobs", ["fp32"], **kw)
 
 
-def test_studied_recipes_are_registered_names_and_the_old_name_still_works():
+def test_the_default_recipes_are_the_registry_s_everyday_set_read_at_call_time(tiny, monkeypatch):
     from amp_edu import recipes
-    assert study.RECIPES is study.STUDIED           # lesson 08 reads study.RECIPES
-    assert all(name in recipes.RECIPES for name in study.STUDIED)
+    monkeypatch.setattr(recipes, "names", lambda set=None, **kw: ("fp32", "amp_bf16") if set == "everyday" else ())
+    s = study.run_study(tiny, seeds=(0, 1), model="mlp", steps=2, evals=1, log=False, batch_size=8)
+    assert s.recipes == ("fp32", "amp_bf16")
 
 
 def test_smooth_is_a_trailing_mean_that_keeps_nan_visible():

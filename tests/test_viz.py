@@ -9,14 +9,26 @@ import torch  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from amp_edu import formats, viz  # noqa: E402
-from amp_edu.recipes import RECIPES  # noqa: E402
+from amp_edu import recipes  # noqa: E402
 
 
-def test_every_recipe_has_a_colour():
-    names = list(RECIPES) + ["fp16_static_scale(1024)", "fp16_master_scale(8)"]
-    missing = [r for r in names if viz.color_for(r) is None]
-    assert not missing, missing
+def test_every_registered_recipe_has_its_own_colour_from_its_family(monkeypatch):
+    names = [s.replace("(S)", "") for s in recipes.specs()]        # read now: fp8's included
+    assert {"fp8_tensorwise", "fp8_rowwise", "fp8_delayed"} <= set(names)
+    colours = {n: viz.color_for(n) for n in names}
+    assert None not in colours.values(), colours
+    assert len(set(colours.values())) == len(names), f"two recipes share a colour: {colours}"
+    for n, c in colours.items():
+        assert c in viz.FAMILY_PALETTES[recipes.entry(n).family], (n, c)
     assert viz.color_for("fp16_static_scale(1024)") == viz.color_for("fp16_static_scale(8)")
+    assert viz.color_for("fp32") == formats.FP32.color and viz.color_for("amp_bf16") == formats.BF16.color
+    monkeypatch.setattr(recipes, "_REGISTRY", dict(recipes._REGISTRY))
+    recipes.register("fp8_blockwise", lambda: recipes.Recipe(), family=recipes.Family.FP8)
+    assert viz.color_for("fp8_blockwise") in viz.FAMILY_PALETTES[recipes.Family.FP8]   # a new one has one
+
+
+def test_every_family_has_a_palette():
+    assert set(viz.FAMILY_PALETTES) == set(recipes.Family)
 
 
 class _Named:
@@ -29,7 +41,7 @@ def test_format_colours_come_from_formats(key):
 
 
 def test_colour_lookup_edge_cases():
-    assert viz.color_for(_Named()) == viz.RECIPE_COLORS["amp_bf16"]          # a recipe object
+    assert viz.color_for(_Named()) == viz.color_for("amp_bf16") == formats.BF16.color          # a recipe object
     assert viz.color_for("no such thing") is None
     assert all(viz.color_for(f.name) == f.color for f in formats.ALL_FORMATS.values())
 

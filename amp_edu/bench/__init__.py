@@ -36,7 +36,8 @@ from .bandwidth import copy_bandwidth
 from .env import cache_sizes, environment, others_busy, precision_flags, tf32
 from .matmul import DTYPES, fits_in, matmul_fn, operands, relative_error, result_row, slow_path, unsupported
 from .timing import compare
-from .train_step import TIMED, run_train_step, slow_recipe
+from ..recipes import names as recipe_names
+from .train_step import run_train_step, slow_recipe
 from .train_step import unsupported as train_unsupported
 
 __all__ = ["Config", "config", "run", "main"]
@@ -59,7 +60,7 @@ class Config:
     repeats: int = 5
     min_time_s: float = 0.05
     train: dict = field(default_factory=dict)  # run_train_step kwargs; empty: no training step
-    recipes: tuple[str, ...] = TIMED
+    recipes: tuple[str, ...] = field(default_factory=lambda: recipe_names("timed"))
     bandwidth_bytes: int = 0                   # 0: no bandwidth measurement
     cold_groups: tuple[str, ...] = ("skinny",)
 

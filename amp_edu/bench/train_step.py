@@ -17,22 +17,22 @@ import torch.nn.functional as F
 from .. import formats, memory
 from ..device import DeviceInfo
 from ..models import MLP, n_params, seeded
-from ..recipes import parse_recipe
+from ..recipes import names, parse_recipe
 from ..validate import check_int
 from .env import tf32
 from .matmul import slow_path
 from .timing import measure
 
-__all__ = ["TIMED", "recipe_dtype", "unsupported", "make_step", "run_train_step"]
-
-TIMED = ("fp32", "amp_fp16", "amp_bf16")   # the recipes the train-step benchmark times
-_DTYPE = {"fp32": torch.float32, "amp_fp16": torch.float16, "amp_bf16": torch.bfloat16}
-
+__all__ = ["recipe_dtype", "unsupported", "make_step", "run_train_step"]
 
 def recipe_dtype(recipe: str) -> torch.dtype:
-    if recipe not in _DTYPE:
-        raise ValueError(f"recipe must be one of {', '.join(TIMED)}; got {recipe!r}")
-    return _DTYPE[recipe]
+    """The dtype a timed recipe computes its matmuls in (the recipes the benchmark times are the
+    registry's ``"timed"`` set, :func:`amp_edu.recipes.names`)."""
+    timed = names("timed")
+    if recipe not in timed:
+        raise ValueError(f"recipe must be one of {', '.join(timed)}; got {recipe!r}")
+    built = parse_recipe(recipe)
+    return getattr(built, "autocast_dtype", built.param_dtype)
 
 
 def unsupported(recipe: str, dev: DeviceInfo) -> str | None:
