@@ -1,7 +1,10 @@
 # amp_edu — the course's commands. Every target creates .venv first if it is missing.
 #   make lab                       open the course in JupyterLab
-#   make test                      run every test (library, notebooks, exercise grading, the
-#                                  lessons in headless Chromium)
+#   make test                      run every test, in two tiers: test-fast, then test-course
+#   make test-fast                 the library's unit tests (pytest -m "not slow"; ~3 min here)
+#   make test-course               the course tier (pytest -m slow): nbval over lessons and
+#                                  solutions, grading kernels, JupyterLab, the lessons in Chromium
+#   make readme                    regenerate README.md's lesson table from amp_edu/course/lessons.py
 #   make browser                   install Chromium for that browser test (apt-get, as root)
 #   make exercises                 regenerate exercises/ from solutions/
 #   make grade NB=FILE|FOLDER [ARGS="--jobs 2 --csv grades.csv"]   grade a notebook or a class
@@ -15,7 +18,7 @@ STAMP  := $(VENV)/.installed
 PIP_ARGS ?=
 LAB_ARGS ?=
 
-.PHONY: install lab test browser exercises grade doctor bench clean
+.PHONY: install lab test test-fast test-course readme browser exercises grade doctor bench clean
 
 install: $(STAMP)
 
@@ -33,8 +36,16 @@ lab: install
 	  $$( $(PY) -c "import webbrowser,sys; webbrowser.get()" >/dev/null 2>&1 || echo --no-browser ) \
 	  $(LAB_ARGS)
 
-test: install browser
-	AMP_EDU_SMOKE=1 $(PY) -m pytest
+test: test-fast test-course
+
+test-fast: install
+	AMP_EDU_SMOKE=1 $(PY) -m pytest -m "not slow"
+
+test-course: install browser
+	AMP_EDU_SMOKE=1 $(PY) -m pytest -m slow
+
+readme: install
+	$(PY) -m amp_edu.course.lessons --write
 
 # tests/test_browser.py opens every lesson in the Debian package's Chromium (never a downloaded
 # browser). Installed here when missing and we are root with apt-get; otherwise the test skips and

@@ -1,3 +1,13 @@
+"""Shared fixtures, and the two test tiers.
+
+* **fast** (``pytest -m "not slow"``): the library's unit tests, a few minutes on two cores;
+* **course** (``pytest -m slow``): everything that runs notebooks or servers — nbval over the
+  lessons and solutions, kernels started by the grader, JupyterLab and the browser.
+
+nbval's notebook cells are marked ``slow`` here; a test module that starts kernels or servers says
+``pytestmark = pytest.mark.slow`` itself. ``make test`` runs both tiers, fast first.
+"""
+
 import os
 import sys
 from pathlib import Path
@@ -5,10 +15,28 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))     # tests/labserver.py
 # Library tests run at smoke sizes, like the notebooks.
 os.environ.setdefault("AMP_EDU_SMOKE", "1")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.path.suffix == ".ipynb":          # nbval: a notebook's cells
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture
 def root() -> Path:
     return ROOT
+
+
+@pytest.fixture(scope="session")
+def lab(tmp_path_factory):
+    """One ``make lab`` server for the whole session; yields ``(base_url, token)``."""
+    import labserver
+    try:
+        with labserver.serve(tmp_path_factory.mktemp("lab")) as served:
+            yield served
+    except RuntimeError as exc:
+        pytest.fail(str(exc))

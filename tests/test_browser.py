@@ -1,6 +1,6 @@
 """Every lesson, in a real browser: ``make lab`` serves it, headless Chromium runs all its cells.
 
-For each lesson whose notebook exists (in one JupyterLab server, one after another): Run > Run All
+For each lesson of the lesson list (in the session's one JupyterLab server, one after another): Run > Run All
 Cells, wait (bounded) until the kernel is idle with every cell run, then assert
 
 * no cell has an error output or prints a traceback;
@@ -19,12 +19,7 @@ skips and says why.
 """
 
 import json
-import os
 import re
-import secrets
-import signal
-import socket
-import subprocess
 import sys
 import time
 import urllib.request
@@ -36,8 +31,7 @@ from amp_edu.course.lessons import LESSONS
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = Path("/usr/bin/chromium")
-PRESENT = [lesson for lesson in LESSONS if (ROOT / lesson.notebook).exists()]
-START_TIMEOUT_S = 120          # make lab answering
+
 OPEN_TIMEOUT_S = 120           # a notebook open with its kernel idle
 LESSON_TIMEOUT_S = 300         # Run All on one lesson (smoke sizes, on a busy machine)
 SLIDER_TIMEOUT_S = 60          # the widget redrawing after one slider move
@@ -58,119 +52,11 @@ def _why_not() -> str | None:
     return None
 
 
-pytestmark = pytest.mark.skipif(_why_not() is not None, reason=_why_not() or "")
-
-# Refuse every save: the lessons are stored executed at full size and must not be overwritten.
-_NO_SAVE = '''from tornado.web import HTTPError
-
-
-def refuse(model, path, contents_manager, **kwargs):
-    raise HTTPError(403, f"test_browser: saving {path} is disabled")
-'''
-_SETTINGS = {
-    "@jupyterlab/docmanager-extension/plugin": {"autosave": False},
-    "@jupyterlab/notebook-extension/tracker": {"windowingMode": "none"},   # every cell in the DOM
-    "@jupyterlab/apputils-extension/notification": {"fetchNews": "false", "checkForUpdates": False},
-}
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _kernels_of(runtime_dir: Path):
-    import psutil
-    found = []
-    for p in psutil.process_iter(["cmdline"]):
-        try:
-            if any(str(runtime_dir) in part for part in (p.info["cmdline"] or [])):
-                found.append(p)
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            pass
-    return found
-
-
-def _stop(proc: subprocess.Popen, runtime_dir: Path) -> list[int]:
-    """SIGTERM the server's process group (it shuts its kernels down), then SIGKILL what is left;
-    returns the pids of kernels that outlived the server (killed here)."""
-    def group_alive() -> bool:
-        try:
-            os.killpg(proc.pid, 0)
-            return True
-        except ProcessLookupError:
-            return False
-    for sig, wait_s in ((signal.SIGTERM, 30), (signal.SIGKILL, 10)):
-        if group_alive():
-            try:
-                os.killpg(proc.pid, sig)
-            except ProcessLookupError:
-                pass
-        deadline = time.monotonic() + wait_s
-        while group_alive() and time.monotonic() < deadline:
-            proc.poll()                        # reap make, so its group can empty
-            time.sleep(0.2)
-    proc.wait(timeout=10)
-    orphans = _kernels_of(runtime_dir)
-    for p in orphans:
-        p.kill()
-    return [p.pid for p in orphans]
-
-
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory):
-    """``make lab`` as the README runs it (JUPYTER_PORT/JUPYTER_TOKEN, no browser), isolated
-    config/runtime/settings folders, smoke sizes; yields ``(base_url, token)``."""
-    tmp = tmp_path_factory.mktemp("lab")
-    (tmp / "hooks").mkdir()
-    (tmp / "hooks" / "_test_browser_no_save.py").write_text(_NO_SAVE)
-    settings = tmp / "settings"
-    for plugin, values in _SETTINGS.items():
-        path = settings / f"{plugin}.jupyterlab-settings"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(values))
-    runtime = tmp / "runtime"
-    port, token = _free_port(), secrets.token_hex(16)
-    venv = Path(sys.prefix)
-    env = dict(os.environ, JUPYTER_PORT=str(port), JUPYTER_TOKEN=token, AMP_EDU_SMOKE="1", BROWSER="",
-               DISPLAY="", JUPYTER_CONFIG_DIR=str(tmp / "config"), JUPYTER_RUNTIME_DIR=str(runtime),
-               # the hook for the server; this checkout's amp_edu first for the kernels
-               PYTHONPATH=os.pathsep.join([str(tmp / "hooks"), str(ROOT)]
-                                          + [p for p in [os.environ.get("PYTHONPATH")] if p]))
-    lab_args = " ".join([
-        "--no-browser", "--LabApp.expose_app_in_browser=True",
-        f"--LabApp.user_settings_dir={settings}", f"--LabApp.workspaces_dir={tmp / 'workspaces'}",
-        "--FileContentsManager.pre_save_hook=_test_browser_no_save.refuse",
-        "--ServerApp.ip=127.0.0.1"])
-    stamp = venv / ".installed"
-    cmd = ["make", "-s", f"VENV={venv}", f"LAB_ARGS={lab_args}", "lab"]
-    if stamp.exists():
-        cmd[2:2] = ["-o", str(stamp)]          # serve; never reinstall from inside a test
-    log = open(tmp / "lab.log", "w")
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while True:
-            try:
-                urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=2).read()
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"make lab did not answer within {START_TIMEOUT_S} s (exit {proc.poll()}):\n"
-                                + (tmp / "lab.log").read_text()[-3000:])
-                time.sleep(0.5)
-        yield base, token
-    finally:
-        orphans = _stop(proc, runtime)
-        log.close()
-        assert not orphans, f"kernels outlived the server (killed): {orphans}"
-
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(_why_not() is not None, reason=_why_not() or "")]
 
 @pytest.fixture(scope="module")
 def page(lab, tmp_path_factory):
+    """Headless Chromium on the session's one JupyterLab server (``lab`` in conftest.py)."""
     from playwright.sync_api import sync_playwright
     profile = tmp_path_factory.mktemp("chromium-profile")      # a fresh --user-data-dir
     pw = sync_playwright().start()
@@ -300,7 +186,7 @@ def _close_kernels(lab):
         urllib.request.urlopen(req, timeout=30).read()
 
 
-@pytest.mark.parametrize("lesson", PRESENT, ids=lambda lesson: lesson.stem)
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda lesson: lesson.stem)
 def test_lesson_runs_and_its_widgets_respond(lab, page, lesson):
     try:
         _open(page, lab, lesson)

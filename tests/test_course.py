@@ -9,11 +9,12 @@ import nbformat
 import pytest
 
 from amp_edu.course import exercises, grade, notebook
+from amp_edu.course import lessons as course_lessons
 
 ROOT = Path(__file__).resolve().parents[1]
-SOLUTIONS = sorted((ROOT / "solutions").glob("*.ipynb"))
-EXERCISES = sorted((ROOT / "exercises").glob("*.ipynb"))
-LESSONS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+SOLUTIONS = [ROOT / lesson.solution for lesson in course_lessons.LESSONS if lesson.exercise]
+EXERCISES = [ROOT / "exercises" / path.name for path in SOLUTIONS]
+LESSONS = [ROOT / lesson.notebook for lesson in course_lessons.LESSONS]
 
 
 def _name(spec: str) -> str:
@@ -103,6 +104,7 @@ def test_solution_has_check_cells_calling_graders(path):
         f"{path.name} does not use the graders in amp_edu.checks.l{lesson}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", EXERCISES, ids=lambda p: p.name)
 def test_every_shipped_exercise_fails_at_each_check(path):
     nb = notebook.read(path)
@@ -110,16 +112,8 @@ def test_every_shipped_exercise_fails_at_each_check(path):
     passed = [r.name for r in results if r.ok]
     assert not passed, f"{path.name}: checks pass on the unsolved exercise: {passed}"
     for r in results:
-        assert "NotImplementedError" in r.message or "FAIL" in r.message, \
+        assert "NotImplementedError" in r.message, \
             f"{path.name} check {r.name} failed without a useful message: {r.message!r}"
-
-
-@pytest.mark.parametrize("path", SOLUTIONS[:1], ids=lambda p: p.name)
-def test_grade_reports_all_pass_on_a_solution(path, capsys):
-    from amp_edu.__main__ import main
-    assert main(["grade", "--smoke", str(path)]) == 0
-    out = capsys.readouterr().out
-    assert re.search(r"(\d+)/\1 checks passed", out), out
 
 
 def test_grade_rejects_bad_paths(tmp_path, capsys):

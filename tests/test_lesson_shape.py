@@ -18,7 +18,6 @@ import amp_edu
 from amp_edu.course.lessons import LESSONS, readme_table
 
 ROOT = Path(__file__).resolve().parents[1]
-PRESENT = [l for l in LESSONS if (ROOT / l.notebook).exists()]
 WIDGET = "application/vnd.jupyter.widget-view+json"
 GOAL = re.compile(r"^\s*(\d+\.|[-*])\s+\S")
 
@@ -37,7 +36,7 @@ def _find(heads, pattern):
     return next((h for h in heads if re.match(pattern, h[2], re.I)), None)
 
 
-@pytest.mark.parametrize("lesson", PRESENT, ids=lambda l: l.stem)
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda l: l.stem)
 def test_title_and_goals(lesson):
     first = _nb(lesson).cells[0]
     assert first.cell_type == "markdown", "the first cell is the lesson's title"
@@ -47,7 +46,7 @@ def test_title_and_goals(lesson):
     assert 3 <= len(goals) <= 5, f"{len(goals)} learning goals in the first cell, want 3-5 (a list)"
 
 
-@pytest.mark.parametrize("lesson", PRESENT, ids=lambda l: l.stem)
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda l: l.stem)
 def test_setup_cell_prints_the_setup_line(lesson):
     code = [c for c in _nb(lesson).cells if c.cell_type == "code"]
     assert code and "setup_line()" in code[0].source, "the first code cell prints amp_edu.device.setup_line()"
@@ -55,7 +54,7 @@ def test_setup_cell_prints_the_setup_line(lesson):
     assert text.strip(), "the setup cell is stored executed, with the setup line in its output"
 
 
-@pytest.mark.parametrize("lesson", PRESENT, ids=lambda l: l.stem)
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda l: l.stem)
 def test_try_it_pitfalls_summary_further_reading_in_order(lesson):
     nb = _nb(lesson)
     heads = _headings(nb)
@@ -76,7 +75,7 @@ def test_try_it_pitfalls_summary_further_reading_in_order(lesson):
     assert any(GOAL.match(ln) for ln in reading.splitlines()), "further reading lists no source"
 
 
-@pytest.mark.parametrize("lesson", [l for l in PRESENT if l.exercise], ids=lambda l: l.stem)
+@pytest.mark.parametrize("lesson", [l for l in LESSONS if l.exercise], ids=lambda l: l.stem)
 def test_summary_links_the_exercise(lesson):
     nb = _nb(lesson)
     summary = _find(_headings(nb), r"summary\b")
@@ -86,7 +85,7 @@ def test_summary_links_the_exercise(lesson):
     assert (ROOT / lesson.solution).exists() and importlib.util.find_spec(lesson.checks_module)
 
 
-@pytest.mark.parametrize("lesson", PRESENT, ids=lambda l: l.stem)
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda l: l.stem)
 def test_no_private_source_wording(lesson):
     """Corrections are framed as "a widely copied tutorial says ..."; the course's private
     background texts are never named."""
@@ -95,19 +94,27 @@ def test_no_private_source_wording(lesson):
     assert not hits, f"names the private background texts: {hits[:3]}"
 
 
-def test_every_notebook_is_a_listed_lesson():
-    listed = {l.notebook for l in LESSONS}
-    on_disk = {f"notebooks/{p.name}" for p in (ROOT / "notebooks").glob("*.ipynb")}
-    assert on_disk <= listed, f"notebooks missing from amp_edu.course.lessons.LESSONS: {sorted(on_disk - listed)}"
+def test_the_lesson_list_and_the_files_agree():
+    """Every notebook, solution and exercise on disk is a listed lesson's, and every listed lesson's
+    files exist (the other tests take their files from the list, so none can be skipped)."""
+    for folder, wanted in (("notebooks", {l.notebook for l in LESSONS}),
+                           ("solutions", {l.solution for l in LESSONS if l.exercise}),
+                           ("exercises", {f"exercises/{l.stem}.ipynb" for l in LESSONS if l.exercise})):
+        on_disk = {f"{folder}/{p.name}" for p in (ROOT / folder).glob("*.ipynb")}
+        assert on_disk == wanted, (f"{folder}/ and amp_edu.course.lessons.LESSONS disagree: on disk only "
+                                   f"{sorted(on_disk - wanted)}, listed only {sorted(wanted - on_disk)}")
+    for l in LESSONS:
+        if l.exercise:
+            assert (ROOT / "amp_edu" / "checks" / f"l{l.number:02d}.py").exists(), l.checks_module
     assert [l.number for l in LESSONS] == list(range(len(LESSONS))), "lessons are numbered 0, 1, 2, ..."
     assert len({l.slug for l in LESSONS}) == len(LESSONS)
 
 
 def test_readme_table_is_generated_from_the_lesson_list():
-    """README.md holds exactly ``readme_table()`` (regenerate it: python -m amp_edu.course.lessons)."""
+    """README.md holds exactly ``readme_table()`` (regenerate it: ``make readme``)."""
     readme = (ROOT / "README.md").read_text()
     assert readme_table() in readme, ("README.md's lesson table differs from amp_edu.course.lessons: "
-                                      "paste the output of `python -m amp_edu.course.lessons`")
+                                      "run `make readme`")
 
 
 def test_package_docstring_names_real_modules_and_lessons():

@@ -1,8 +1,11 @@
 """The course's lesson list: the one place that says which lessons exist.
 
-Every other place that needs the list (the README table, the package docstring, the lesson-shape
-test, the class grader, the browser test) reads it from here, so adding a lesson is one entry here
-plus its notebook (and, when it has one, its solution and ``amp_edu/checks/lNN.py``).
+The README's lesson table is generated from it (``make readme``, i.e.
+``python -m amp_edu.course.lessons --write``), and the tests read it: the lesson-shape test (every
+listed lesson's files exist, README and package docstring agree), the course and browser tests
+(which notebooks, solutions and exercises to run) and the check-by-check test. Adding a lesson is
+one entry here plus its notebook (and, when it has an exercise, its solution and
+``amp_edu/checks/lNN.py``), then ``make readme``.
 """
 
 from __future__ import annotations
@@ -65,13 +68,6 @@ LESSONS: tuple[Lesson, ...] = (
 )
 
 
-def by_number(n: int) -> Lesson:
-    for lesson in LESSONS:
-        if lesson.number == n:
-            return lesson
-    raise ValueError(f"no lesson {n!r}; the lessons are {[l.number for l in LESSONS]}")
-
-
 README_HEADER = "| # | lesson | you will |\n|---|---|---|\n"
 
 
@@ -81,5 +77,41 @@ def readme_table() -> str:
     return README_HEADER + "".join(f"| {l.number:02d} | {l.title} | {l.you_will} |\n" for l in LESSONS)
 
 
-if __name__ == "__main__":          # python -m amp_edu.course.lessons  → the README table
-    print(readme_table(), end="")
+def write_readme(path) -> bool:
+    """Put :func:`readme_table` into the README at ``path`` in place of the table there (the
+    block of lines starting at its header row). Returns whether the file changed."""
+    from pathlib import Path
+    path = Path(path)
+    text = path.read_text()
+    start = text.find(README_HEADER)
+    if start < 0:
+        raise ValueError(f"{path} has no lesson table starting with {README_HEADER.splitlines()[0]!r}")
+    end = start
+    for line in text[start:].splitlines(keepends=True):
+        if not line.startswith("|"):
+            break
+        end += len(line)
+    new = text[:start] + readme_table() + text[end:]
+    if new != text:
+        path.write_text(new)
+    return new != text
+
+
+def main(argv=None) -> int:
+    """``python -m amp_edu.course.lessons``: print the README table; ``--write [README.md]``:
+    update it in the README (``make readme``)."""
+    import argparse
+    from .exercises import ROOT
+    ap = argparse.ArgumentParser(prog="python -m amp_edu.course.lessons", description=main.__doc__)
+    ap.add_argument("--write", nargs="?", const=str(ROOT / "README.md"), metavar="README",
+                    help="write the table into this README (default: the checkout's README.md)")
+    args = ap.parse_args(argv)
+    if args.write is None:
+        print(readme_table(), end="")
+    else:
+        print(f"{args.write}: {'updated' if write_readme(args.write) else 'already up to date'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
