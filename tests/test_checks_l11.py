@@ -31,6 +31,10 @@ def make(*, sync="sum", compare_one=False, unscale="inv", skip_empty=False, dtyp
                 g.div_(scale)
             elif unscale == "float64":
                 g.copy_(g.double() * scale.double().reciprocal())
+            elif unscale == "inv_in_grad_dtype":
+                g.mul_(inv.to(g.dtype))
+            elif unscale == "float32_reciprocal":
+                g.mul_(scale.reciprocal())
             if per_tensor:
                 dist.all_reduce(found, group=group)
         if sync and not per_tensor:
@@ -64,6 +68,7 @@ def test_max_reduction_is_accepted_too():
     (dict(unscale="scale"), "multiplied by the scale S"),
     (dict(unscale="divide"), "float32-rounded inverse"),
     (dict(unscale="float64"), "float32-rounded inverse"),
+    (dict(unscale="inv_in_grad_dtype"), "rounded to the gradients' dtype (float16) before multiplying"),
     (dict(dtype="bool"), "float32 tensor of shape (1,)"),
     (dict(shape=()), "float32 tensor of shape (1,)"),
     (dict(check="isinf"), "isfinite"),
@@ -79,14 +84,36 @@ def test_a_rank_without_gradients_must_still_join_the_collective():
     with pytest.raises(CheckFailed) as e:
         l11.check_unscale_and_sync(make(skip_empty=True))
     msg = str(e.value)
-    assert "holds no gradients and returned without joining the all-reduce" in msg, msg
+    assert "holds no gradients and made no all-reduce (it returned early" in msg, msg
     assert "rank 1 holds no gradients" in msg
 
 
-def test_one_all_reduce_per_tensor_deadlocks_and_is_named():
+def test_one_all_reduce_per_tensor_deadlocks_and_is_named_as_such():
     with pytest.raises(CheckFailed) as e:
         l11.check_unscale_and_sync(make(per_tensor=True))
-    assert "exactly once per call" in str(e.value) or "no gradients" in str(e.value), str(e.value)
+    msg = str(e.value)
+    assert "an all-reduce per tensor makes rank 0 wait" in msg and "once, after the loop" in msg, msg
+    assert "returned early" not in msg, msg
+
+
+def test_a_float32_reciprocal_is_the_same_answer():
+    """Torch computes 1/S in float64 and rounds to float32; for a float32 S a float32 reciprocal
+    gives the same bits (double rounding is innocuous for division when the wider format has at
+    least 2p + 2 bits: 53 >= 2 * 24 + 2), so the grader accepts it -- and cannot tell them apart."""
+    l11.check_unscale_and_sync(make(unscale="float32_reciprocal"))
+    g = torch.Generator().manual_seed(0)
+    s = torch.randint(0, 0x7F800000, (2_000_000,), generator=g, dtype=torch.int64).to(torch.int32).view(torch.float32)
+    assert torch.equal(s.reciprocal().view(torch.int32), s.double().reciprocal().float().view(torch.int32))
+
+
+def test_the_fp16_case_tells_an_fp16_inverse_from_the_float32_one():
+    from amp_edu.checks.l11 import _cases
+    label, per_rank, scale = next(c for c in _cases() if c[0].startswith("fp16 gradients and a scale"))
+    g0 = per_rank[0][0]
+    inv = torch.tensor(scale).double().reciprocal().float()
+    assert g0.dtype == torch.float16 and scale != 2.0 ** round(torch.log2(torch.tensor(scale)).item())
+    differ = (g0.clone().mul_(inv) != g0.clone().mul_(inv.half())).sum().item()
+    assert differ >= 3, differ
 
 
 def test_not_callable():

@@ -3,7 +3,10 @@
 :func:`check_unscale_and_sync` grades ``unscale_and_sync_(grads, scale, group) -> found_inf``:
 ``grads`` are *this rank's* gradient shards (a list, possibly empty), ``scale`` the float32 0-dim
 loss scale, ``group`` the process group. The function multiplies every gradient in place by
-``1/scale`` (computed in float64, stored as float32), records whether any of this rank's
+``inv = 1/scale`` held as a float32 value (torch computes it in float64 and rounds it to float32,
+which for a float32 scale gives the same bits as a float32 reciprocal: rounding to float64 then
+to float32 equals rounding once, since float64 has more than 2*24+2 bits), each product computed
+in float32 and rounded once to the gradient's dtype; it records whether any of this rank's
 gradients held inf/NaN before that, and **all-reduces** the record over ``group``, so it returns
 a float32 tensor of shape ``(1,)`` that is nonzero on every rank if any rank found one.
 
@@ -81,11 +84,14 @@ def _cases():
     yield "an inf in rank 1's shard only", [[r(4, 3), r(3)], [r(4, 3), t([1.0, INF, 2.0])]], 65536.0
     yield "a NaN in rank 0's shard only", [[t([1.0, NAN]), r(3)], [r(2), r(3)]], 1024.0
     yield "an inf on both ranks", [[t([INF, 1.0]), r(2)], [r(2), t([-INF, 3.0])]], 4096.0
+    yield "ranks hold different numbers of tensors", [[r(3), r(3), r(2)], [t([1.0, INF])]], 8.0
     yield "rank 1 holds no gradients; rank 0 an inf", [[r(5), t([INF])], []], 65536.0
     yield "rank 1 holds no gradients; all clean", [[r(5), r(2, 2)], []], 256.0
-    yield "ranks hold different numbers of tensors", [[r(3), r(3), r(2)], [t([1.0, INF])]], 8.0
     yield "a scale that is not a power of two (3.0)", [[r(7)], [t([1.0, 3.0, 10.0])]], 3.0
     yield "fp16 gradients (FSDP with fp16 parameters)", [[r(4).half(), r(3).half()], [t([2.0, 65504.0]).half()]], 1024.0
+    # 1/3 rounded to fp16 (0.33325...) is not 1/3 rounded to float32: an inverse cast to the
+    # gradients' dtype changes about a third of these products
+    yield "fp16 gradients and a scale that is not a power of two (3.0)", [[r(16).half()], [r(16).half()]], 3.0
     yield "large finite values (a sum overflows, they don't)", [[t([3.0e38, 3.0e38])], [r(2)]], 1.0
     yield "scale below 1: unscaling overflows a finite value", [[t([1.0e38, 2.0])], [r(2)]], 0.25
 
@@ -132,9 +138,15 @@ def check_unscale_and_sync(unscale_and_sync_) -> None:
                 continue
             other = 1 - r
             if outcome[other][0] == "ok" and not per_rank[other]:
-                hint = (f"rank {other} holds no gradients and returned without joining the all-reduce, so "
-                        f"rank {r} waited for it until the timeout: every rank must call all_reduce, "
+                hint = (f"rank {other} holds no gradients and made no all-reduce (it returned early, or it "
+                        f"all-reduces inside the loop over its gradients, which then runs zero times), so "
+                        f"rank {r} waited for it until the timeout: every rank must call all_reduce once, "
                         "even with nothing to check (torch's ShardedGradScaler makes a found_inf for that case)")
+            elif outcome[other][0] == "ok" and 0 < len(per_rank[other]) < len(per_rank[r]):
+                hint = (f"rank {r} holds {len(per_rank[r])} gradient tensors and rank {other} "
+                        f"{len(per_rank[other])}: an all-reduce per tensor makes rank {r} wait for "
+                        f"all-reduces that rank {other} never makes. Check every tensor first, then "
+                        "all-reduce found_inf once, after the loop")
             elif kind == "hung":
                 hint = "rank did not return within the time limit (an endless loop, or a collective no one else joined)"
             else:
@@ -175,16 +187,22 @@ def check_unscale_and_sync(unscale_and_sync_) -> None:
                 if torch.equal(bits(a), bits(g0)):
                     hint = ("the gradients were not unscaled: multiply each one in place by the inverse "
                             "scale (g.mul_(inv)) -- also when an inf was found (the step is skipped anyway)")
+                elif g0.dtype != torch.float32 and torch.equal(
+                        bits(a), bits(g0.clone().mul_(_ref.inverse_scale(scale).to(g0.dtype)))):
+                    hint = (f"the inverse scale was rounded to the gradients' dtype ({dtype_name(g0.dtype)}) before "
+                            "multiplying: keep inv a float32 tensor and call g.mul_(inv) -- each product is then "
+                            f"computed in float32 and rounded once to {dtype_name(g0.dtype)}, as torch's kernel "
+                            f"does; 1/{scale_value:g} in {dtype_name(g0.dtype)} is a different number")
                 elif torch.equal(bits(a), bits(g0 * scale_value)):
                     hint = "you multiplied by the scale S: unscaling multiplies by 1/S"
                 elif scale_value != 1.0 and (torch.equal(bits(a), bits(g0 / scale_value)) or torch.equal(
                         bits(a), bits((g0.double() * (1.0 / scale_value)).to(g0.dtype)))):
                     hint = ("multiply by the float32-rounded inverse: inv = scale.double().reciprocal().float() "
-                            "(computed in float64, stored as float32), then g.mul_(inv). Dividing by S, or "
-                            "multiplying in float64 by the unrounded 1/S, rounds differently in the last bit "
-                            "for a scale like 3 -- and then your ranks would not match torch's scaler")
+                            "(or scale.reciprocal(): the same bits for a float32 scale), then g.mul_(inv). "
+                            "Dividing by S, or multiplying in float64 by the unrounded 1/S, rounds differently "
+                            "in the last bit for a scale like 3 -- and then your ranks would not match torch's scaler")
                 else:
-                    hint = "each gradient becomes g * inv, in place, with inv = float32(1/scale computed in float64)"
+                    hint = "each gradient becomes g.mul_(inv), in place, with inv = 1/scale as a float32 0-dim tensor"
                 raise fail(name, input=f"{shown} [rank {r}, gradient #{k}]", expected=b, got=a, hint=hint)
         n += 1
     passed(name, f"{n} cases, 2 emulated ranks (threads with real gloo all-reduces)")
