@@ -118,7 +118,8 @@ def test_environment_records_what_results_depend_on(monkeypatch):
     monkeypatch.setenv("TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", "1")
     e = env.environment("cpu")
     for key in ("device", "device_name", "compute_capability", "cuda_version", "driver_version", "torch_version",
-                "precision_flags", "cpu_model", "cpu_flags", "threads", "date", "load_average_1min"):
+                "precision_flags", "cpu_model", "cpu_flags", "cpu_class", "stands_for", "threads", "date",
+                "load_average_1min"):
         assert key in e
     assert e["precision_flags"]["TORCH_ALLOW_TF32_CUBLAS_OVERRIDE"] == "1"
     assert "really tf32" in e["precision_flags"]["override_note"]
@@ -150,10 +151,39 @@ def test_fp8_path_through_scaled_mm():
     assert 1e-3 < matmul.relative_error(c, a, b) < 0.1
 
 
-def _fake(**kw):
-    base = dict(device="cpu", name="x", torch_version="", threads=1, smoke=False, cpu_flags={})
+def _fake(flags="avx2 sse4_1", limit=None, **kw):
+    """A DeviceInfo of a CPU with these /proc/cpuinfo flags (default: an AVX2-only x86)."""
+    from amp_edu import device
+    feats = device.parse_cpuinfo(f"flags : {flags}")
+    env = {"ONEDNN_MAX_CPU_ISA": limit} if limit else {}
+    base = dict(device="cpu", name="x", torch_version="", threads=1, smoke=False,
+                cpu_class=device.cpu_class(feats, env=env))
     base.update(kw)
     return DeviceInfo(**base)
+
+
+_SKYLAKE = "avx2 sse4_1 avx512f avx512bw avx512vl avx512dq"
+_ZEN4 = _SKYLAKE + " avx512_vnni avx512_bf16"
+
+
+def test_slow_paths_follow_the_cpu_class():
+    """bf16 is capped only where oneDNN has no bf16 path: an AVX512_CORE CPU (≈0.8× fp32) is not
+    a slow path, an AVX2 one (or an AVX512_BF16 one run as AVX2) is."""
+    assert "AVX2 class" in matmul.slow_path("bfloat16", _fake())
+    assert matmul.slow_path("bfloat16", _fake(_SKYLAKE)) is None
+    assert matmul.slow_path("bfloat16", _fake(_ZEN4)) is None
+    assert "AVX2 class" in matmul.slow_path("bfloat16", _fake(_ZEN4, limit="AVX2"))
+    assert "fp16" in matmul.slow_path("float16", _fake(_ZEN4))
+    assert matmul.slow_path("float16", _fake(_ZEN4 + " avx512_fp16")) is None
+    assert env.stands_for(_fake(_ZEN4, limit="AVX512_CORE")) == "AVX512_CORE"
+
+
+def test_environment_records_the_class_it_stands_for(monkeypatch):
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+    e = env.environment("cpu")
+    assert e["onednn_max_cpu_isa"] == "AVX2"
+    assert e["stands_for"] == e["cpu_class"]["name"]
+    assert e["cpu_class"]["limit"] in ("AVX2", None)       # None: a CPU below AVX2 ignores the limit
 
 
 def test_unsupported_and_slow_paths_have_reasons():
@@ -163,7 +193,7 @@ def test_unsupported_and_slow_paths_have_reasons():
     assert "fp8" in matmul.slow_path("float8_e4m3fn", cpu)
     assert matmul.unsupported("float16", (64, 64, 64), cpu) is None
     assert "AVX512_FP16" in matmul.slow_path("float16", cpu)
-    assert matmul.slow_path("bfloat16", _fake(cpu_flags={"amx_bf16": True})) is None
+    assert matmul.slow_path("bfloat16", _fake(_ZEN4 + " avx512_fp16 amx_tile amx_int8 amx_bf16")) is None
     t4 = _fake(device="cuda", compute_capability=(7, 5), tensor_cores=True)
     assert "8.0" in matmul.unsupported("tf32", (64, 64, 64), t4)
     assert "native bf16" in matmul.unsupported("bfloat16", (64, 64, 64), t4)
@@ -465,3 +495,48 @@ def test_a_cache_resident_copy_is_measured_beside_a_dram_copy(monkeypatch):
     assert c["level"] == "L2" and c["cache_bytes"] == 1 << 14 and c["bytes"] <= (1 << 14) // 2   # src + dst in it
     assert c["gb_per_s"] == pytest.approx(c["bytes"] / c["median_s"] / 1e9)
     assert "L2-resident copy bandwidth" in report.table(d)
+
+
+# --- the reference runs and the classes they stand for ---------------------------------------------
+
+def test_every_reference_says_what_it_stands_for_and_how_it_was_made():
+    from amp_edu import device
+    from amp_edu.bench import classes
+    for name, d in report.references().items():
+        prov = d.get("provenance")
+        assert prov and {"stands_for", "machine", "command", "recorded", "how"} <= set(prov), name
+        assert classes.stands_for(d) == prov["stands_for"] == d["environment"]["stands_for"]
+        assert prov["stands_for"] in device.CLASSES or d["environment"]["device"] == "cuda", name
+        limit = d["environment"].get("onednn_max_cpu_isa")
+        assert (limit is None) == ("ONEDNN_MAX_CPU_ISA" not in prov["command"]), name
+        if limit:     # a limited run stands for the class of its limit, not of its real flags
+            assert prov["stands_for"] == device.cpu_class(device.parse_cpuinfo(
+                "flags : " + " ".join(f for f, on in d["environment"]["cpu_flags"].items() if on)
+                + " avx512bw avx512vl avx512dq avx512_vnni"), env={"ONEDNN_MAX_CPU_ISA": limit}).name
+
+
+def test_the_shipped_classes_show_the_measured_ladder():
+    """bf16 vs fp32 at 1024³: AVX512_BF16 faster, AVX512_CORE a little slower, AVX2 far slower —
+    the figures the capability rule's 'fast' is built on."""
+    from amp_edu.bench import classes
+    refs = report.references()
+    ratio = {classes.stands_for(d): classes.ratio_at(d, "bfloat16", 1024) for n, d in refs.items() if "zen5" in n}
+    assert ratio["AVX512_BF16"][0] > 2                    # the whole spread above 2×
+    assert 0.5 < ratio["AVX512_CORE"][1] < 1 and ratio["AVX512_CORE"][2] < 1
+    assert ratio["AVX2"][1] < 0.05
+
+
+def test_class_rows_put_the_learner_beside_each_class():
+    from amp_edu.bench import classes
+    from amp_edu.bench.timing import Timing
+    mine = {"float32": Timing(2e-3, 1e-4, []), "bfloat16": Timing(1e-3, 1e-4, [])}
+    rows = classes.class_rows(report.references(), 256, mine=("your run", "AVX2", mine))
+    assert rows[0]["mine"] and rows[0]["bfloat16"][1] == pytest.approx(2.0) and rows[0]["float16"] is None
+    text = classes.class_table(rows, 256)
+    assert "your run" in text and "◀ your class" in text and "1/" in text
+    with pytest.raises(ValueError, match="float32"):
+        classes.class_rows({}, 256, mine=("x", "AVX2", {"bfloat16": mine["bfloat16"]}))
+    with pytest.raises(TypeError, match="dict"):
+        classes.class_rows([], 256)
+    with pytest.raises(ValueError, match="dtype"):
+        classes.plot_classes(rows, dtype="fp16")

@@ -12,6 +12,7 @@
 ``bandwidth``   memory bandwidth of a large copy (the roofline's slope)
 ``train_step``  one training step in fp32, AMP fp16 and AMP bf16: time, speed-up, memory
 ``report``      the JSON contract, the printed table, the committed reference results
+``classes``     your run beside each CPU class's reference run (what each class stands for)
 ``plots``       throughput vs size, the roofline, speed-ups against claims, alignment bars
 =============== ==========================================================================
 

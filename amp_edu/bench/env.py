@@ -6,7 +6,8 @@ A matmul "in fp32" on an Ampere-or-later GPU may silently run in **TF32** (fp32 
 ``TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1`` which forces it on whatever the flag says
 (``NVIDIA_TF32_OVERRIDE=0`` forces it off in cuBLAS/cuDNN). A result is only meaningful with these
 settings next to it, so :func:`environment` records them, with the device, driver, CUDA, torch,
-CPU model and instruction flags, threads and the date.
+CPU model, instruction flags and class (the CPU class the run stands for, with any
+``ONEDNN_MAX_CPU_ISA`` limit), threads and the date.
 
 :func:`tf32` sets the matmul TF32 flag for a block and restores it afterwards. PyTorch ≥ 2.9 has a
 second API for it (``torch.backends.cuda.matmul.fp32_precision``) and *raises* when code mixes the
@@ -29,7 +30,7 @@ import torch
 from ..device import info
 
 __all__ = ["tf32_enabled", "tf32", "tf32_override", "precision_flags", "others_busy", "cache_sizes",
-           "environment"]
+           "stands_for", "environment"]
 
 _OVERRIDE_VARS = ("TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", "NVIDIA_TF32_OVERRIDE")
 
@@ -220,11 +221,20 @@ def cache_sizes(device: torch.device | str | None = None) -> dict[str, int]:
     return _cpu_caches()
 
 
+def stands_for(dev) -> str:
+    """The class of machine a run on ``dev`` (a :class:`~amp_edu.device.DeviceInfo`) stands for:
+    the GPU's name, or the CPU class name (:func:`amp_edu.device.cpu_class`), e.g.
+    ``"AVX512_CORE"`` for an AVX512_BF16 CPU run under ``ONEDNN_MAX_CPU_ISA=AVX512_CORE``."""
+    if dev.device == "cuda":
+        return dev.name
+    return dev.cpu_class.name if dev.cpu_class is not None else "unknown"
+
+
 def environment(device: torch.device | str | None = None) -> dict:
     """Everything a benchmark result depends on, as a JSON-ready dict."""
     i = info(device)
-    # what amp_edu.device detected (each DeviceInfo field, and its derived cpu_*_fast flags), under
-    # the report's names: "device_name" for the name, the compute capability as a JSON list
+    # what amp_edu.device detected (each DeviceInfo field, the CPU's class among them), under the
+    # report's names: "device_name" for the name, the compute capability as a JSON list
     detected = i.to_dict()
     detected["device_name"] = detected.pop("name")
     if detected["compute_capability"] is not None:
@@ -242,6 +252,10 @@ def environment(device: torch.device | str | None = None) -> dict:
         "others_busy_at_start": others_busy(),
         "os": platform.platform(),
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        # the CPU class this run stands for: the machine's own, or a lower one oneDNN was limited
+        # to (ONEDNN_MAX_CPU_ISA limits oneDNN's bf16/fp16 paths only, not fp32 sgemm)
+        "onednn_max_cpu_isa": os.environ.get("ONEDNN_MAX_CPU_ISA") or os.environ.get("DNNL_MAX_CPU_ISA"),
+        "stands_for": stands_for(i),
     }
     if i.device == "cuda":
         props = torch.cuda.get_device_properties(torch.device(i.device))

@@ -128,14 +128,19 @@ def _cpu_scaled_mm() -> bool:
 
 
 def slow_path(dtype: str, dev: DeviceInfo) -> str | None:
-    """A label when ``dtype`` matmul has no fast hardware here (so the sweep caps its size)."""
+    """A label when ``dtype`` matmul is much slower than fp32 here (so the sweep caps its size).
+
+    On a CPU this follows the CPU's class (:func:`amp_edu.device.cpu_class`): bf16 is capped only
+    where oneDNN has no bf16 path (below AVX512_CORE, or under ``ONEDNN_MAX_CPU_ISA=AVX2``); an
+    AVX512_CORE CPU runs it at about 0.8× fp32, which is timed at every size."""
     _check_dtype(dtype)
     if dev.device != "cpu":
         return None
-    if dtype == "float16" and not dev.cpu_fp16_fast:
-        return "slow path: this CPU has no AVX512_FP16/AMX-FP16, so fp16 matmul is emulated"
-    if dtype == "bfloat16" and not dev.cpu_bf16_fast:
-        return "slow path: this CPU has no AVX512_BF16/AMX-BF16, so bf16 matmul is emulated"
+    c = dev.cpu_class
+    if dtype == "float16" and c is not None and c.fp16.fast is False:
+        return f"slow path: {c.name} class has no oneDNN fp16 path (no AVX512_FP16/AMX-FP16), so fp16 matmul is emulated"
+    if dtype == "bfloat16" and c is not None and c.bf16.supported is False:
+        return f"slow path: {c.name} class has no oneDNN bf16 path (below AVX512_CORE), so bf16 matmul is emulated"
     if dtype == "float8_e4m3fn":
         return "slow path: a CPU has no fp8 matrix units, so torch._scaled_mm is emulated"
     return None
