@@ -1,0 +1,36 @@
+"""The optimizer's precision: bf16 weights that keep small updates, and Adam states in 8, 4 or fp8 bits.
+
+Mixed precision (lessons 05-08) keeps fp32 weights and fp32 Adam moments: 4 + 4 + 8 = 16 bytes per
+parameter with fp32 gradients. This package builds, from scratch, what training does to go below
+that, each piece proven equal to torchao.optim 0.18 in the tests:
+
+================  ==========================================================================
+module            concept
+================  ==========================================================================
+``stochastic``    stochastic rounding fp32 → bf16: unbiased, so small updates survive on average
+``kahan``         Kahan-compensated bf16 weights: a bf16 buffer keeps what rounding took away
+``qmaps``         the code books: bitsandbytes' dynamic map (8 and 4 bits) and a linear 4-bit map
+``blockwise``     a state stored block-wise: codes + one fp32 scale per block (8-bit, 4-bit, fp8)
+``adamw``         :class:`AdamW`: the step of torchao's ``single_param_adam``, any storage
+``memory``        bytes per parameter counted from the tensors the optimizer really holds
+``parity``        run torchao's optimizer and :class:`AdamW` side by side, step by step
+``updates``       which updates a bf16 weight loses: update/weight against half an ulp
+``recipes``       ``bf16_nearest``, ``bf16_stochastic``, ``bf16_kahan``, ``states_8bit``,
+                  ``states_4bit``, ``states_fp8`` for :func:`amp_edu.train.train` and the studies
+================  ==========================================================================
+
+Importing this package registers the recipes (:data:`OPTIM_RECIPES`).
+"""
+
+from .adamw import ROUNDINGS, STATES, AdamW
+from .blockwise import BLOCK_SIZES, KINDS, QuantizedState
+from .kahan import compensation_like, kahan_add_
+from .memory import Footprint, footprint, tensor_bytes
+from .qmaps import dynamic_map, linear_map, nearest_code
+from .recipes import OPTIM_RECIPES, Bf16Weights, QuantizedStates
+from .stochastic import random_bits, round_up_probability, stochastic_round
+
+__all__ = ["AdamW", "ROUNDINGS", "STATES", "QuantizedState", "KINDS", "BLOCK_SIZES", "compensation_like",
+           "kahan_add_", "Footprint", "footprint", "tensor_bytes", "dynamic_map", "linear_map", "nearest_code",
+           "OPTIM_RECIPES", "Bf16Weights", "QuantizedStates", "random_bits", "round_up_probability",
+           "stochastic_round"]

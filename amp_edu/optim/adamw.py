@@ -1,0 +1,176 @@
+"""Adam/AdamW whose precision is a choice: weights in fp32 or bf16 (rounded to nearest,
+stochastically, or Kahan-compensated) and states as the weight's dtype or block-wise 8/4-bit/fp8.
+
+One parameter's step, in fp32 whatever the storage (torchao's ``single_param_adam``,
+``torchao/optim/adam.py`` lines 163-210 in torchao 0.18.0, written out op for op)::
+
+    p = p.float(); g = grad.float()
+    p = p - (lr * wd) * p                    # AdamW (decoupled); Adam: g = g + wd * p
+    m = lerp(m.float(), g, 1 - beta1)        # exp_avg: dequantized, updated in fp32 ...
+    v = lerp(v.float(), g * g, 1 - beta2)    # exp_avg_sq
+    store m, v                               # ... stored back (quantized, or rounded to bf16)
+    p = p - lr * (m / (1 - beta1**t)) / (sqrt(v) / sqrt(1 - beta2**t) + eps)
+    store p                                  # round to nearest / stochastically / with Kahan
+
+The weight update uses the fp32 ``m`` and ``v`` of this step, not their quantized copies; only the
+*next* step sees what quantization kept.
+
+Bit for bit with torchao on a CPU. torchao runs that function through ``torch.compile`` (Inductor
+generates one fused C++ loop), and eager PyTorch differs from the generated code in two places,
+which this module follows so that its eager steps give Inductor's bits:
+
+* ``lerp``: eager ``torch.lerp`` uses a fused multiply-add; Inductor computes
+  ``start + weight * (end - start)`` (for ``weight < 0.5``; ``end + (weight - 1) * (end - start)``
+  above) with a separate multiply and add, rounding twice (``torch/_refs/__init__.py``, ``lerp``).
+* ``sqrt``: Inductor's vectorised square root is correctly rounded; eager ``torch.sqrt`` on float32
+  (AVX-512 build) is not always (the tests count the differences). The square root is taken in
+  float64 and rounded to float32, which is the correctly rounded float32 result.
+
+Small tensors keep unquantized states: a tensor is quantized only if it has at least
+``min_quantized_size`` elements (4096, as torchao, ``adam.py`` lines 74-75, which follows
+bitsandbytes' ``min_8bit_size=4096``) and splits into whole blocks.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..validate import check_bool, check_int, check_number
+from .blockwise import BLOCK_SIZES, KINDS, QuantizedState
+from .kahan import compensation_like, kahan_add_
+from .stochastic import stochastic_round
+
+__all__ = ["AdamW", "ROUNDINGS", "STATES", "lerp_like_inductor", "sqrt_rounded"]
+
+ROUNDINGS = ("nearest", "stochastic", "kahan")
+STATES = ("param",) + KINDS           # "param": the weight's own dtype, as torch and torchao do
+
+
+def lerp_like_inductor(start: torch.Tensor, end: torch.Tensor, weight: float) -> torch.Tensor:
+    """``torch.lerp(start, end, weight)`` as Inductor computes it: multiply, then add."""
+    if weight >= 0.5:
+        return end + (end - start) * (weight - 1)
+    return start + (end - start) * weight
+
+
+def sqrt_rounded(x: torch.Tensor) -> torch.Tensor:
+    """The correctly rounded float32 square root of float32 ``x``."""
+    return x.double().sqrt().float()
+
+
+class AdamW(torch.optim.Optimizer):
+    """Adam (``decoupled=False``) or AdamW with a choice of storage precision.
+
+    ``states``: ``"param"`` (the moments in the weight's dtype: fp32 for fp32 weights, bf16 for
+    bf16 weights, as torch and torchao's ``_AdamW`` keep them), ``"8bit"``, ``"4bit"`` or ``"fp8"``
+    (block-wise, :class:`~amp_edu.optim.blockwise.QuantizedState`; ``block_size`` defaults to
+    256/128/256). ``rounding``: how an fp32 result is stored into a **bf16** weight —
+    ``"nearest"``, ``"stochastic"`` (from ``generator``, or torch's default generator) or
+    ``"kahan"`` (a bf16 compensation buffer per weight, ``state["kahan_comp"]``). fp32 weights
+    ignore it.
+    """
+
+    def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 1e-2, *, decoupled: bool = True, states: str = "param",
+                 rounding: str = "nearest", block_size: int | None = None, min_quantized_size: int = 4096,
+                 generator: torch.Generator | None = None) -> None:
+        lr = check_number(lr, "lr", min=0.0)
+        eps = check_number(eps, "eps", min=0.0)
+        weight_decay = check_number(weight_decay, "weight_decay", min=0.0)
+        if not isinstance(betas, (tuple, list)) or len(betas) != 2:
+            raise TypeError(f"betas must be a pair of floats, got {betas!r}")
+        for b in betas:
+            if not 0.0 <= check_number(b, "each beta") < 1.0:
+                raise ValueError(f"each beta must be in [0, 1), got {b}")
+        if states not in STATES:
+            raise ValueError(f"states must be one of {', '.join(STATES)}, got {states!r}")
+        if rounding not in ROUNDINGS:
+            raise ValueError(f"rounding must be one of {', '.join(ROUNDINGS)}, got {rounding!r}")
+        if generator is not None and not isinstance(generator, torch.Generator):
+            raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
+        super().__init__(params, dict(lr=lr, betas=tuple(float(b) for b in betas), eps=eps,
+                                      weight_decay=weight_decay))
+        self.decoupled = check_bool(decoupled, "decoupled")
+        self.states, self.rounding, self.generator = states, rounding, generator
+        self.block_size = (None if states == "param" else
+                           check_int(BLOCK_SIZES[states] if block_size is None else block_size, "block_size", min=2))
+        self.min_quantized_size = check_int(min_quantized_size, "min_quantized_size", min=0)
+
+    def __repr__(self) -> str:
+        return f"amp_edu AdamW(states={self.states!r}, rounding={self.rounding!r}, decoupled={self.decoupled})"
+
+    # --- state -------------------------------------------------------------------------------
+    def quantizes(self, p: torch.Tensor) -> bool:
+        """Are ``p``'s moments stored quantized? (big enough, and whole blocks)."""
+        return (self.block_size is not None and p.numel() >= self.min_quantized_size
+                and p.numel() % self.block_size == 0)
+
+    def _new_state(self, p: torch.Tensor, signed: bool):
+        if self.quantizes(p):
+            return QuantizedState(self.states, p.shape, signed=signed, block_size=self.block_size, device=p.device)
+        return torch.zeros_like(p, memory_format=torch.preserve_format)
+
+    def _init_state(self, p: torch.Tensor) -> dict:
+        state = self.state[p]
+        state["step"] = torch.tensor(0.0)
+        state["exp_avg"] = self._new_state(p, True)
+        state["exp_avg_sq"] = self._new_state(p, False)
+        if self.rounding == "kahan" and p.dtype == torch.bfloat16:
+            state["kahan_comp"] = compensation_like(p)
+        return state
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """torch's ``load_state_dict``, then every quantized state is copied, so the optimizer
+        never shares (and later mutates) the tensors of the dictionary it was loaded from."""
+        super().load_state_dict(state_dict)
+        for st in self.state.values():
+            for k, v in st.items():
+                if isinstance(v, QuantizedState):
+                    st[k] = v.clone()
+
+    # --- the step ----------------------------------------------------------------------------
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            lr = torch.tensor(group["lr"], dtype=torch.float32)    # torchao keeps lr as an fp32 tensor
+            beta1, beta2 = group["betas"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                if p.grad.is_sparse:
+                    raise RuntimeError("sparse gradients are not supported")
+                state = self.state[p] if len(self.state[p]) else self._init_state(p)
+                state["step"] += 1
+                self._update(p, p.grad, state, lr, beta1, beta2, group["weight_decay"], group["eps"])
+        return loss
+
+    def _update(self, p, grad, state, lr, beta1, beta2, wd, eps) -> None:
+        step, m_store, v_store = state["step"], state["exp_avg"], state["exp_avg_sq"]
+        p32 = p.detach().float()
+        g = grad.float()
+        if self.decoupled:
+            p32 = p32 - lr * wd * p32
+        else:
+            g = g + wd * p32
+        bc1 = 1 - beta1 ** step
+        bc2 = 1 - beta2 ** step
+        m = lerp_like_inductor(_as_fp32(m_store), g, 1 - beta1)
+        v = lerp_like_inductor(_as_fp32(v_store), g.square(), 1 - beta2)
+        m_store.copy_(m)                          # quantize, or round to the state's dtype
+        v_store.copy_(v)
+        denom = sqrt_rounded(v) / sqrt_rounded(bc2) + eps
+        new = p32 - lr * (m / bc1) / denom
+        if p.dtype != torch.bfloat16 or self.rounding == "nearest":
+            p.copy_(new)
+        elif self.rounding == "stochastic":
+            p.copy_(stochastic_round(new, generator=self.generator))
+        else:
+            kahan_add_(p, state["kahan_comp"], new - p.float())
+
+
+def _as_fp32(s) -> torch.Tensor:
+    return s.dequantize() if isinstance(s, QuantizedState) else s.float()
