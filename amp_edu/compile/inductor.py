@@ -96,7 +96,8 @@ def kernels(code: str, vocabulary: Iterable[str] = ()) -> list[Kernel]:
             ops = _split(part, vocab) or (part,)
             out.append(Kernel(call, tuple(ops), True))
         else:
-            out.append(Kernel(call, (call.split(".")[-1] if call.startswith("extern") else call.split(".")[2],), False))
+            parts = call.split(".")            # extern_kernels.<op> or torch.ops.<namespace>.<op>[.<overload>]
+            out.append(Kernel(call, (parts[1] if parts[0] == "extern_kernels" else parts[3],), False))
     return out
 
 

@@ -1,0 +1,184 @@
+"""Graders for lesson 13 (torch.compile and mixed precision): read a compiled graph.
+
+Part A, ``low_precision_ops(gm)``: the learner's function reads an ATen graph (as AOTAutograd hands
+it to Inductor) and returns the ops that compute a bf16/fp16 result. It is run on three graphs
+(the exercise model's, one with a bf16 + fp32 residual, one with bf16 elementwise ops after a
+matmul) and compared with :func:`amp_edu.compile.low_precision_ops`.
+
+Part B, ``kernel_kinds``: the learner's reading of Inductor's output code for the exercise model
+(one kind per kernel call, in call order, from :data:`amp_edu.compile.KINDS`). The grader compiles
+the same model itself and classifies its kernels with :func:`amp_edu.compile.kernel_kind`.
+
+Each wrong answer a learner is likely to give has its own hint.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+from torch import nn
+
+from .. import compile as comp
+from .core import call_learner, fail, passed, require_callable
+
+__all__ = ["exercise_model", "exercise_step", "exercise_graph", "exercise_kernels", "check_low_precision_ops",
+           "check_kernel_kinds"]
+
+_D = 32
+
+
+def exercise_model() -> nn.Module:
+    """The exercise's model: LayerNorm → Linear → ReLU → Linear (seeded)."""
+    torch.manual_seed(13)
+    return nn.Sequential(nn.LayerNorm(_D), nn.Linear(_D, 2 * _D), nn.ReLU(), nn.Linear(2 * _D, _D))
+
+
+def exercise_step(model: nn.Module):
+    """``f(x)``: the model's forward under CPU bf16 autocast."""
+    def f(x):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return model(x)
+    return f
+
+
+def _input() -> torch.Tensor:
+    return torch.randn(8, _D, generator=torch.Generator().manual_seed(0))
+
+
+@functools.lru_cache(maxsize=None)
+def exercise_graph() -> torch.fx.GraphModule:
+    """The exercise model's forward ATen graph (traced, not compiled)."""
+    return comp.capture(exercise_step(exercise_model()), _input()).forward[0]
+
+
+def _residual_graph():
+    torch.manual_seed(1)
+    lin = nn.Linear(_D, _D)
+
+    def f(x):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return torch.tanh(x + lin(x))          # bf16 + fp32 → fp32 (type promotion)
+    return comp.capture(f, _input()).forward[0]
+
+
+def _elementwise_graph():
+    torch.manual_seed(2)
+    w = torch.randn(_D, _D)
+
+    def f(x):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            y = torch.relu(x @ w.t())
+            return (y * 2 + y).t().sum(0), y.float().exp()
+    return comp.capture(f, _input()).forward[0]
+
+
+@functools.lru_cache(maxsize=None)
+def _graphs():
+    return (("the exercise model's graph", exercise_graph()), ("a bf16 + fp32 residual", _residual_graph()),
+            ("bf16 elementwise ops after a matmul", _elementwise_graph()))
+
+
+def _nodes(gm):
+    return [n for n in gm.graph.nodes if n.op == "call_function"]
+
+
+def _slips(gm) -> dict[str, set]:
+    """What the plausible wrong readings of ``gm`` return, each with its hint."""
+    low = comp.LOW_DTYPES
+    names = lambda pred: {comp.op_name(n) for n in _nodes(gm) if pred(n)}  # noqa: E731
+    in_low = lambda n: any(isinstance(a, torch.fx.Node) and comp.node_dtype(a) in low for a in n.args)  # noqa: E731
+    right = comp.low_precision_ops(gm)
+    return {
+        "a cast (convert_element_type) only converts; it computes nothing. Leave the casts out":
+            names(lambda n: comp.node_dtype(n) in low and comp.op_name(n) not in comp.VIEW_OPS),
+        "views (permute, t, view, alias, getitem) only re-describe memory; they compute nothing. Leave them out":
+            names(lambda n: comp.node_dtype(n) in low and comp.op_name(n) not in comp.CAST_OPS),
+        "read the dtype a node *produces* (node.meta['val'].dtype), not its inputs': bf16 + fp32 promotes to fp32, "
+        "and an upcast's input is bf16 but its math is not":
+            names(lambda n: in_low(n) and comp.op_name(n) not in comp.CAST_OPS | comp.VIEW_OPS),
+        "not only matmuls: an op that consumes a bf16 tensor and is not decomposed with an upcast (relu, add, "
+        "mul) computes a bf16 result too":
+            {op for op in right if "mm" in op},
+        "most of the graph computes in fp32: the decomposed LayerNorm/GELU/softmax upcast first. Keep only the "
+        "nodes whose output dtype is bfloat16 or float16":
+            names(lambda n: comp.op_name(n) not in comp.CAST_OPS | comp.VIEW_OPS),
+    }
+
+
+def _answer_hint(gm, got) -> str:
+    if isinstance(got, (list, tuple)):
+        return "return a set of op names (duplicates do not count twice): set(...)"
+    if isinstance(got, set) and any(isinstance(g, str) and ("." in g or "aten" in g) for g in got):
+        return "return bare op names ('addmm', 'relu'), as amp_edu.compile.op_name(node) gives them, not 'aten.addmm.default'"
+    if isinstance(got, set) and got and not all(isinstance(g, str) for g in got):
+        return "return op *names* (strings), not nodes: amp_edu.compile.op_name(node)"
+    right = comp.low_precision_ops(gm)
+    for hint, value in _slips(gm).items():
+        if got == value and value != right:
+            return hint
+    return ("a node counts when it is a call_function, is not a cast or a view, and its output "
+            "(node.meta['val']) is bfloat16 or float16")
+
+
+def check_low_precision_ops(fn) -> str:
+    """``fn(gm)`` must return the set of ATen op names in ``gm`` that compute a bf16/fp16 result."""
+    require_callable("low_precision_ops", fn)
+    for label, gm in _graphs():
+        expected = comp.low_precision_ops(gm)
+        got = call_learner("low_precision_ops", fn, (gm,), input=label, expected=sorted(expected))
+        if got != expected:
+            raise fail("low_precision_ops", input=label, expected=sorted(expected),
+                       got=sorted(got) if isinstance(got, set) and all(isinstance(g, str) for g in got) else got,
+                       hint=_answer_hint(gm, got))
+    return passed("low_precision_ops", f"{len(_graphs())} graphs")
+
+
+@functools.lru_cache(maxsize=None)
+def exercise_kernels() -> tuple[comp.Kernel, ...]:
+    """Inductor's kernels for the exercise model's forward (compiled once per process)."""
+    f = exercise_step(exercise_model())
+    torch._dynamo.reset()
+    try:
+        _, codes = comp.run_and_get_code(torch.compile(f), _input())
+    finally:
+        torch._dynamo.reset()
+    vocab = {str(n.meta["original_aten"]._overloadpacket).split(".")[-1] for n in exercise_graph().graph.nodes
+             if n.meta.get("original_aten") is not None}
+    return tuple(comp.kernels(codes[0], vocab))
+
+
+def _kind_hint(kernel: comp.Kernel, expected: str, got) -> str:
+    if got not in comp.KINDS:
+        return f"each entry is one of {list(comp.KINDS)}"
+    if expected == "library call":
+        return ("extern_kernels.* are library calls (oneDNN/ATen matmuls): Inductor calls them but does not "
+                "generate them, so no cast can be fused into them")
+    if got == "library call":
+        return "a cpp_fused_* kernel is generated by Inductor; only extern_kernels.* are library calls"
+    if expected == "cast only":
+        return ("this kernel's name lists only _to_copy: it fuses several casts (weights, bias, input) with "
+                "each other, but no computation")
+    if expected == "compute only":
+        return ("no _to_copy in its name: the up- and downcasts inside a decomposed op carry that op's name "
+                "(native_layer_norm, _softmax); only autocast's own casts appear as _to_copy")
+    return ("its name lists _to_copy *and* a computing op: the cast shares the kernel with that computation, "
+            "so the tensor is converted on its way in or out and never stored in the other dtype")
+
+
+def check_kernel_kinds(answer) -> str:
+    """``answer``: one of :data:`amp_edu.compile.KINDS` per kernel call of the exercise model's
+    output code, in call order."""
+    ks = exercise_kernels()
+    expected = [comp.kernel_kind(k) for k in ks]
+    if not isinstance(answer, (list, tuple)):
+        raise fail("kernel_kinds", expected=expected, got=answer,
+                   hint="a list with one kind per kernel call, in the order call() runs them")
+    if len(answer) != len(ks):
+        raise fail("kernel_kinds", input=[k.name for k in ks], expected=expected, got=list(answer),
+                   hint=f"the output code's call() runs {len(ks)} kernels (library calls count too, each time "
+                        "they are called): one entry each")
+    for i, (k, e, g) in enumerate(zip(ks, expected, answer)):
+        if g != e:
+            raise fail("kernel_kinds", input=f"kernel {i}: {k.name}", expected=e, got=g, hint=_kind_hint(k, e, g))
+    return passed("kernel_kinds", f"{len(ks)} kernels")
