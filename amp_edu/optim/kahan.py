@@ -8,11 +8,11 @@ With bf16 weights, ``w + u`` is rounded to bf16 every step, and an update below 
     w_new = bf16(w + y)    # the rounded weight
     c = bf16(y - (w_new - w))   # what this rounding lost; w_new - w is exact
 
-``w_new - w`` is exact (both are bf16 numbers close together: Sterbenz's lemma), so ``c`` captures
-the rounding error up to bf16's own precision *relative to c*, which is tiny. Over many steps the
-weight follows the exact fp32 sum to within about one ulp of the weight plus one ulp of the
-compensation, at 2 + 2 bytes per parameter instead of an fp32 master copy's 4 (+ a bf16 copy for
-compute). This is the recipe of Zamirai et al. 2020, "Revisiting BFloat16 Training"
+``w_new - w`` is exact (both are bf16 numbers close together: Sterbenz's lemma), so the only loss
+is rounding ``c`` itself to bf16: 8 significant bits of a leftover that is below half an ulp of
+``w``, i.e. about 2^-18 of the weight per step instead of the whole update. The weight follows the
+exact sum of its updates closely (the tests and lesson 12 measure how closely), at 2 + 2 bytes
+per parameter instead of an fp32 master copy's 4 (+ a bf16 copy for compute). This is the recipe of Zamirai et al. 2020, "Revisiting BFloat16 Training"
 (arXiv:2010.06192), and of optimizers such as optimi's ``kahan_sum=True`` (see the lesson's
 further reading).
 """

@@ -68,7 +68,7 @@ def dynamic_map(signed: bool = True, exponent_bits: int = 7, total_bits: int = 8
 def linear_map(levels: int = 16) -> torch.Tensor:
     """``levels`` evenly spaced values ``1/levels, ..., 1`` (no zero) as float32."""
     levels = check_int(levels, "levels", min=2)
-    return torch.linspace(0, 1, levels + 1)[1:].contiguous()
+    return torch.linspace(0, 1, levels + 1)[1:].clone()     # clone: its own 16-value storage
 
 
 def nearest_code(x: torch.Tensor, qmap: torch.Tensor) -> torch.Tensor:
