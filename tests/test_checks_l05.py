@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from amp_edu.autocast.policy import POLICIES, decide, kind_of
+from amp_edu.autocast.policy import BCE_BANNED_MESSAGE, POLICIES, decide, kind_of
 from amp_edu.checks import l05
 from amp_edu.checks.core import CheckFailed
 
@@ -44,7 +44,8 @@ def args_ok(op, args, kwargs, *, policy, device_type, dtype):
 
 
 def make_args(*, eligible=eligible_ok, inplace=False, promote="widest", explicit=True, out=True,
-              lists=True, ban="cuda", foreign=True, none_chooses=False, lower_only_fp32=False):
+              lists=True, ban="cuda", foreign=True, none_chooses=False, lower_only_fp32=False,
+              keyword_tensors=True, keep_kwargs=True, promote_lists=True, message="Unexpected floating ScalarType in at::autocast::prioritize"):
     """A hand-written autocast_args with one mistake switched in."""
     def cast_to(obj, to, device_type, only=None):
         if isinstance(obj, torch.Tensor):
@@ -56,13 +57,13 @@ def make_args(*, eligible=eligible_ok, inplace=False, promote="widest", explicit
     def fn(op, args, kwargs, *, policy, device_type, dtype):
         name = op.rstrip("_") if inplace else op
         if ban == "both" and name == "binary_cross_entropy":
-            raise RuntimeError("banned everywhere")
+            raise RuntimeError(BCE_BANNED_MESSAGE)
         kind = POLICIES[policy].get(name)
         if kind is None or (out and kwargs.get("out") is not None):
             return args, kwargs
         if kind == "banned":
             if policy == ban:
-                raise RuntimeError("banned")
+                raise RuntimeError(BCE_BANNED_MESSAGE)
             return args, kwargs
         if kind == "lower":
             to = dtype
@@ -73,12 +74,14 @@ def make_args(*, eligible=eligible_ok, inplace=False, promote="widest", explicit
                 or any(isinstance(a, torch.dtype) for a in args)
             if (explicit and chose) or not eligible(args[0], device_type):
                 return args, kwargs
-            return args, {**kwargs, "dtype": FP32}
+            return args, ({**kwargs, "dtype": FP32} if keep_kwargs else {"dtype": FP32})
         else:   # promote
-            flat = [t for a in args for t in (a if isinstance(a, (list, tuple)) else [a])]
+            read = (*args, *kwargs.values()) if keyword_tensors else args
+            nested = (list, tuple) if promote_lists else tuple
+            flat = [t for a in read for t in (a if isinstance(a, nested) else [a])]
             ok = [t for t in flat if isinstance(t, torch.Tensor) and eligible(t, device_type)]
             if foreign and any(t.dtype not in (FP32, dtype) for t in ok):
-                raise RuntimeError("Unexpected floating ScalarType")
+                raise RuntimeError(message)
             has32 = any(t.dtype == FP32 for t in ok)
             to = FP32 if (promote == "widest" and has32) else dtype
         only = FP32 if (lower_only_fp32 and kind == "lower") else None   # "cast the fp32 ones down"
@@ -118,6 +121,29 @@ def test_wrong_args_fail(wrong, where, hint):
     assert where in msg and "expected:" in msg and "got:" in msg
 
 
+def promote_unknown_ops(op, args, kwargs, *, policy, device_type, dtype):
+    """Forgets that an op missing from the table runs untouched: treats it like a promote op."""
+    kind = kind_of(policy, op, args, kwargs)
+    if kwargs.get("out") is not None:
+        return args, kwargs
+    return decide(kind or "promote", args, kwargs, device_type=device_type, dtype=dtype)
+
+
+@pytest.mark.parametrize("wrong, where, hint", [
+    # the op's result would be the same (add promotes bf16 + fp32 to fp32 by itself): the arguments differ
+    (promote_unknown_ops, "add (not in the tables)", "not in the policy's table"),
+    (make_args(keyword_tensors=False), "other= keyword", "keyword tensors too"),
+    (make_args(keep_kwargs=False), "softmax with dim= keyword", "keep the caller's keyword arguments"),
+    (make_args(message="Unexpected floating ScalarType"), "addcdiv of bf16 and fp16", "autocast's own message"),
+    (make_args(promote_lists=False), "cat of a list: bf16, fp32", "inside lists too"),
+])
+def test_wrong_arguments_with_the_same_op_result_fail(wrong, where, hint):
+    with pytest.raises(CheckFailed, match=hint) as err:
+        l05.check_autocast_args(wrong)
+    msg = str(err.value)
+    assert where in msg and "expected:" in msg and "got:" in msg
+
+
 def test_unsolved_args_says_not_done():
     def todo(*a, **k):
         raise NotImplementedError()
@@ -135,14 +161,14 @@ def cacheable(t, to, lower):
     return to == lower and t.dtype == FP32 and t.requires_grad and t.is_leaf and not t._is_view()
 
 
-def make_cache(*, check=cacheable, grad=True, key_dtype=True, inference=True, store="given"):
+def make_cache(*, check=cacheable, grad=True, key_dtype=True, inference=True, store="given", key_tensor=True):
     shared = {}
 
     def cached_cast(cache, t, to, lower):
         if not check(t, to, lower) or (inference and torch.is_inference_mode_enabled()):
             return t.to(to)
         c = cache if store == "given" else shared
-        key = (id(t), to) if key_dtype else id(t)
+        key = ((id(t), to) if key_dtype else id(t)) if key_tensor else to
         if key not in c:
             if grad:
                 with torch.enable_grad():
@@ -169,6 +195,7 @@ def test_reference_cache_passes(capsys):
     (make_cache(inference=False), "inference_mode", "inference_mode"),
     (make_cache(store="global"), "clear", "clear()"),
     (make_cache(check=lambda t, to, lower: False), "twice, p = nn.Parameter", "reused"),
+    (make_cache(key_tensor=False), "two weights, one region", "first weight's copy"),
 ])
 def test_wrong_cache_fails(wrong, where, hint):
     with pytest.raises(CheckFailed, match=hint) as err:

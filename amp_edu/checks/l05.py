@@ -91,7 +91,8 @@ def _cases():
         ("pow(2.0, fp16 tensor)", "cuda", FP16, "pow", torch.pow, (2.0, h), {}),
         ("cumprod of fp16", "cuda", FP16, "cumprod", torch.cumprod, (h, 0), {}),
         ("cumprod with dtype= keyword", "cuda", FP16, "cumprod", torch.cumprod, (h, 0), {"dtype": FP16}),
-        ("Tensor.cumprod with a positional dtype", "cuda", FP16, "cumprod", torch.Tensor.cumprod, (h, 0, FP16), {}),
+        ("softmax with a positional dtype", "cuda", FP16, "softmax", torch.softmax, (h.view(2, 3), 1, FP16), {}),
+        ("softmax with dim= keyword", "cuda", FP16, "softmax", torch.softmax, (h.view(2, 3),), {"dim": 1}),
         ("cumprod with dtype=None (no dtype chosen)", "cuda", FP16, "cumprod", torch.cumprod, (h, 0), {"dtype": None}),
         ("logsumexp of fp16", "cuda", FP16, "logsumexp", torch.logsumexp, (h.view(2, 3), 1), {}),
         ("prod of a float64 tensor", "cuda", FP16, "prod", torch.prod, (_r(4, dtype=FP64),), {}),
@@ -115,6 +116,8 @@ def _cases():
          (_r(3, 2, dtype=BF16), 0, torch.tensor([0, 2]), _r(2, 2)), {}),
         ("stack of a tuple: bf16, fp32", "cpu", BF16, "stack", torch.stack, ((b, _r(6)),), {}),
         ("stack of a list: bf16, bf16", "cpu", BF16, "stack", torch.stack, ([b, b.flip(0)],), {}),
+        ("cat of a list: bf16, fp32", "cpu", BF16, "cat", torch.cat, ([b, _r(6)],), {}),
+        ("atan2 of fp16 with an fp32 other= keyword", "cuda", FP16, "atan2", torch.atan2, (h,), {"other": _r(6)}),
         ("cat of a list: int64, int64", "cpu", BF16, "cat", torch.cat, ([idx, idx],), {}),
         ("exp_ (in place) of fp32", "cuda", FP16, "exp_", torch.Tensor.exp_, (_r(4),), {}),
         ("addmm_ (in place)", "cpu", BF16, "addmm_", torch.Tensor.addmm_, (_r(3, 3), _r(3, 3), _r(3, 3)), {}),
@@ -148,7 +151,7 @@ def _run(fn, args, kwargs):
 
 def _same_outcome(got, want) -> bool:
     if isinstance(want, Exception) or isinstance(got, Exception):
-        return type(got) is type(want)
+        return type(got) is type(want) and str(got) == str(want)
     if isinstance(want, torch.Tensor) and want.is_meta:
         return isinstance(got, torch.Tensor) and got.dtype == want.dtype
     return same(got, want)
@@ -158,6 +161,33 @@ def _shown(out):
     if isinstance(out, Exception):
         return f"{type(out).__name__}: {(str(out).splitlines() or [''])[0]}"
     return _describe(out) if isinstance(out, torch.Tensor) else out
+
+
+def _layout(obj):
+    """What autocast hands the op, without the values: each tensor's dtype, device and shape,
+    container types, keyword names, every other argument as it is. Two answers with the same op
+    result can still differ here (an fp32 input cast to bf16 that the op's own type promotion
+    would have widened again, a keyword dropped that had its default value)."""
+    if isinstance(obj, torch.Tensor):
+        return ("tensor", obj.dtype, obj.device.type, tuple(obj.shape))
+    if isinstance(obj, (list, tuple)):
+        return (type(obj).__name__, tuple(_layout(o) for o in obj))
+    if isinstance(obj, dict):
+        return ("dict", tuple(sorted((k, _layout(v)) for k, v in obj.items())))
+    return ("value", type(obj).__name__, repr(obj))
+
+
+def _shown_args(pair) -> str:
+    """``(args, kwargs)`` with each tensor shown as its dtype."""
+    def one(o):
+        if isinstance(o, torch.Tensor):
+            return f"<{str(o.dtype).replace('torch.', '')} tensor>"
+        if isinstance(o, (list, tuple)):
+            inner = ", ".join(one(x) for x in o)
+            return f"[{inner}]" if isinstance(o, list) else f"({inner}{',' if len(o) == 1 else ''})"
+        return repr(o)
+    args, kwargs = pair
+    return f"args={one(tuple(args))}, kwargs={{{', '.join(f'{k!r}: {one(v)}' for k, v in kwargs.items())}}}"
 
 
 def _flat(obj):
@@ -211,6 +241,27 @@ def _hint(kind, args, kwargs, mine) -> str:
     return "lower ops cast every eligible floating input to the region's dtype (look inside lists too)"
 
 
+def _layout_hint(kind, args, kwargs, ref, mine) -> str:
+    """The likely mistake when the op's result agrees but the arguments do not."""
+    if kind is None or kwargs.get("out") is not None:
+        return _hint(kind, args, kwargs, mine)
+    first = args[0] if args else None
+    if kind == "fp32_dtype" and isinstance(first, torch.Tensor) and not is_eligible(first, "cpu") \
+            and "dtype" in mine[1] and "dtype" not in ref[1]:
+        return (_why_not_eligible(first) + "; an fp32_dtype op whose first argument is not eligible gets no "
+                "dtype= either")
+    if set(ref[1]) - set(mine[1]):
+        return ("keep the caller's keyword arguments: add dtype=torch.float32 to them "
+                "({**kwargs, 'dtype': torch.float32}), don't replace them")
+    if kind == "promote" and any(isinstance(v, torch.Tensor) for v in kwargs.values()):
+        return ("promote reads keyword tensors too (torch.atan2(x, other=y)): the widest eligible dtype "
+                "over the positional AND keyword arguments")
+    if kind == "promote" and any(isinstance(a, list) for a in args) and _layout(ref[0]) != _layout(mine[0]):
+        return ("promote picks the widest dtype over the tensors inside lists too: torch.cat([bf16, fp32]) "
+                "casts both to float32")
+    return _hint(kind, args, kwargs, mine)
+
+
 def check_autocast_args(fn) -> None:
     """``fn(op, args, kwargs, *, policy, device_type, dtype) -> (args, kwargs)`` (or RuntimeError)."""
     name = "autocast_args"
@@ -222,7 +273,7 @@ def check_autocast_args(fn) -> None:
             ref = _reference(op, args, dict(kwargs), pol, low)
             want = _run(call, *ref)
         except RuntimeError as exc:
-            want = exc
+            ref = want = exc
         # the banned op's right answer is a RuntimeError: returned, then compared with torch's
         mine = call_learner(name, fn, (op, args, dict(kwargs)),
                             dict(policy=pol, device_type="cpu", dtype=low),
@@ -233,9 +284,19 @@ def check_autocast_args(fn) -> None:
                 raise fail(name, input=shown, expected="a tuple (args, kwargs)", got=mine,
                            hint="return the (possibly cast) arguments as a tuple and the keyword arguments as a dict")
             mine = _run(call, mine[0], mine[1])
+        kind = kind_of(pol, op, args, kwargs)
+        if isinstance(answer, Exception) and isinstance(ref, Exception) and type(answer) is type(ref) \
+                and str(answer) != str(ref):
+            raise fail(name, input=shown, expected=_shown(ref), got=_shown(answer),
+                       hint=f"raise RuntimeError with autocast's own message: {str(ref)!r}")
         if not _same_outcome(mine, want):
+            pair = not isinstance(ref, Exception) and isinstance(answer, tuple)
             raise fail(name, input=shown, expected=_shown(want), got=_shown(mine),
-                       hint=_hint(kind_of(pol, op, args, kwargs), args, kwargs, answer))
+                       hint=_layout_hint(kind, args, kwargs, ref, answer) if pair else _hint(kind, args, kwargs, answer))
+        # the same op result is not enough: the arguments must be the ones autocast passes
+        if not isinstance(ref, Exception) and _layout(answer) != _layout(ref):
+            raise fail(name, input=shown, expected=_shown_args(ref), got=_shown_args(answer),
+                       hint=_layout_hint(kind, args, kwargs, ref, answer))
     passed(name, f"{len(cases)} calls of ops the lesson did not show")
 
 
@@ -302,6 +363,19 @@ def check_cached_cast(fn) -> None:
                           "key the cache by the tensor AND the target dtype, e.g. (id(t), to): keyed by the "
                           "tensor alone, the bf16 region is handed the fp16 copy the outer region made"
                           if isinstance(second, torch.Tensor) and second.dtype == FP16 else
+                          "always return the cast tensor (cached or new)")
+
+    cache = {}
+    q = torch.nn.Parameter(torch.randn(3, 2))
+    shown = "cached_cast(cache, p, bf16, bf16), then cached_cast(cache, q, bf16, bf16): two weights, one region"
+    call(cache, p, BF16, BF16, shown)
+    got = call_learner(name, fn, (cache, q, BF16, BF16), input=shown, expected="q.to(torch.bfloat16)")
+    if not (isinstance(got, torch.Tensor) and got.dtype == BF16 and got.shape == q.shape
+            and torch.equal(got, q.to(BF16))):
+        raise _cache_fail(shown, "q.to(torch.bfloat16), q's own copy (shape (3, 2))", _describe(got),
+                          "key the cache by the tensor (id(t)) and the dtype, (id(t), to): keyed by the dtype "
+                          "alone, every weight of the region is handed the first weight's copy"
+                          if isinstance(got, torch.Tensor) and got.shape == p.shape else
                           "always return the cast tensor (cached or new)")
 
     cache = {}
