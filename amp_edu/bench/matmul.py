@@ -30,7 +30,7 @@ from . import roofline
 from .env import cache_sizes, precision_flags, tf32
 from .timing import measure
 
-__all__ = ["DTYPES", "operands", "matmul_fn", "relative_error", "unsupported", "slow_path",
+__all__ = ["DTYPES", "operands", "fp8_operands", "matmul_fn", "relative_error", "unsupported", "slow_path",
            "fits_in", "result_row", "run_matmul"]
 
 DTYPES = ("float32", "tf32", "float16", "bfloat16", "float8_e4m3fn")
@@ -68,6 +68,15 @@ def _fp8(x: torch.Tensor, column_major: bool):
     return q, scale
 
 
+def fp8_operands(a: torch.Tensor, b: torch.Tensor):
+    """``(qa, scale_a, qb, scale_b)``: ``a`` and ``b`` cast to e4m3 with one per-tensor scale each
+    (amax → 448), ``qb`` column-major, as ``torch._scaled_mm(qa, qb, scale_a=..., scale_b=...)``
+    takes them; ``q * scale`` is the value each fp8 element stands for."""
+    qa, sa = _fp8(a, column_major=False)
+    qb, sb = _fp8(b, column_major=True)
+    return qa, sa, qb, sb
+
+
 def matmul_fn(a: torch.Tensor, b: torch.Tensor, dtype: str):
     """``fn()`` computing ``a @ b`` in ``dtype`` on operands cast once, outside the timed call.
 
@@ -75,8 +84,7 @@ def matmul_fn(a: torch.Tensor, b: torch.Tensor, dtype: str):
     """
     _check_dtype(dtype)
     if dtype == "float8_e4m3fn":
-        qa, sa = _fp8(a, column_major=False)
-        qb, sb = _fp8(b, column_major=True)
+        qa, sa, qb, sb = fp8_operands(a, b)
 
         def fn():
             out = torch._scaled_mm(qa, qb, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)
