@@ -10,13 +10,22 @@ import torch
 from amp_edu.distributed import launch, lesson, parity
 
 
+def everything(rank: int, world_size: int, size: dict, ckpt_dir: str) -> dict:
+    """The lesson's experiments and every parity case (both scalers, and torch's fused check on
+    DTensors) in one launch, so the rank start-up is paid once."""
+    return {"lesson": lesson.all_experiments(rank, world_size, size, ckpt_dir),
+            "parity": parity.scaler_parity(rank, world_size, None),
+            "grad_scaler_parity": parity.grad_scaler_parity(rank, world_size, None),
+            "dtensor_kernel": parity.dtensor_kernel_parity(rank, world_size)}
+
+
 @pytest.fixture(scope="module")
 def both_ranks():
     """One launch (starting ranks costs seconds) for everything below: the lesson's experiments at
     smoke size, and every parity case with torch's scaler and ours (the local-only scaler's
     disagreement is tested through the lesson's drift experiment)."""
     with tempfile.TemporaryDirectory() as ckpt_dir:
-        out = launch(lesson.everything, lesson.sizes(True), ckpt_dir, world_size=2, timeout_s=600, progress=False)
+        out = launch(everything, lesson.sizes(True), ckpt_dir, world_size=2, timeout_s=600, progress=False)
     return out
 
 
@@ -146,3 +155,40 @@ def test_pitfalls(exp):
     assert ck["with scaler state"]["identical"] and not ck["without scaler state"]["identical"]
     assert ck["with scaler state"]["scales"] == ck["reference"]
     assert ck["without scaler state"]["scales"][0] > ck["reference"][0]
+
+
+def test_fp16_compress_hook_casts_before_it_divides(exp):
+    """A rank's gradient over 65504 is inf after the cast, even where the average (40000) fits;
+    dividing first (in fp32) keeps it. Where each rank's own value overflows, both give inf."""
+    o = exp[0]["ddp"]["overflow"]
+    assert o["grads"][0][0] == 70000.0 and o["exact"][0] == 40000.0
+    assert o["fp16_compress_hook"][0] == math.inf and o["divide first, then cast"][0] == 40000.0
+    assert o["fp16_compress_hook"][1:3] == o["divide first, then cast"][1:3] == o["exact"][1:3]
+    assert o["fp16_compress_hook"][3] == math.inf           # 70000 on both ranks: average 70000 > 65504
+    assert o["exact"][4] > 2.0 ** -25 and o["fp16_compress_hook"][4] == 0.0   # each share flushes
+
+
+def test_fsdp2_all_gathers_in_param_dtype_and_reduce_scatters_in_reduce_dtype(exp):
+    w = exp[0]["fsdp"]["wire"]
+    n = w["numel"]
+    for name, (ag, rs, ag_bytes, rs_bytes) in {"bf16/fp32": ("bfloat16", "float32", 2, 4),
+                                               "bf16/bf16": ("bfloat16", "bfloat16", 2, 2),
+                                               "fp32/fp32": ("float32", "float32", 4, 4)}.items():
+        assert w[name]["all_gather"]["dtypes"] == [ag] and w[name]["reduce_scatter"]["dtypes"] == [rs]
+        # forward and backward each gather every parameter once; each rank sends its half
+        assert w[name]["all_gather"]["sent"] == 2 * ag_bytes * n // 2
+        assert w[name]["reduce_scatter"]["sent"] == rs_bytes * n
+
+
+def test_torchao_fp8_all_gather_halves_the_bytes_and_precomputed_scales_one_all_reduce(exp):
+    f = exp[0]["fsdp"]["fp8"]
+    bf16, fp8, pre = f["bf16 all-gather"], f["fp8 all-gather"], f["fp8 all-gather, precomputed scales"]
+    assert bf16[-1]["fsdp"]["all_gather"]["dtypes"] == ["bfloat16"]
+    assert fp8[-1]["fsdp"]["all_gather"]["dtypes"] == ["uint8"]            # fp8 weights + bf16 biases as bytes
+    bias = f["numel"] - f["weight_numel"]
+    assert fp8[-1]["fsdp"]["all_gather"]["sent"] == 2 * (f["weight_numel"] * 1 + bias * 2) // 2
+    assert bf16[-1]["fsdp"]["all_gather"]["sent"] == 2 * f["numel"] * 2 // 2
+    n_gathers = fp8[-1]["fsdp"]["all_gather"]["calls"]
+    assert fp8[-1]["calls"].get("all_reduce") == n_gathers                # one amax all-reduce per gathered weight
+    assert pre[-1]["calls"].get("all_reduce") == 1                        # one for all weights, after the step
+    assert [r["loss"] for r in fp8] == [r["loss"] for r in pre]           # the same scales, the same training

@@ -6,14 +6,18 @@ then sees the *same* gradients on every rank: an inf on one rank becomes an inf 
 average on all of them, and every rank skips the step together. :func:`skip_decisions` shows it.
 
 The all-reduce itself moves ``4 bytes x parameters`` per step in fp32. DDP's communication hooks
-``fp16_compress_hook`` / ``bf16_compress_hook`` divide the bucket by the world size, cast it to
-16 bits, all-reduce that and cast back: half the bytes, at the price of one 16-bit rounding (and,
-in fp16, of gradients below fp16's range flushing to zero). :func:`compress_hooks` measures both.
+``fp16_compress_hook`` / ``bf16_compress_hook`` **cast** the bucket to 16 bits, **then** divide it
+by the world size (``buffer.to(dtype).div_(world_size)``, line 71 of torch 2.13's
+``torch/distributed/algorithms/ddp_comm_hooks/default_hooks.py``), all-reduce that and cast back:
+half the bytes, at the price of 16-bit roundings (and, in fp16, of gradients below fp16's range
+flushing to zero). :func:`compress_hooks` measures both. Because the cast comes first, a rank's
+gradient above fp16's max 65504 becomes inf even when the average would fit:
+:func:`hook_overflow` shows it. (The fp32 ``allreduce_hook`` divides first, "to avoid overflow,
+especially for FP16", line 24 of the same file.)
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import math
 
@@ -21,11 +25,11 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from ..formats import dtype_name
 from .launch import current, progress
 from .parity import tiny_mlp
+from .wire import count_collectives
 
-__all__ = ["skip_decisions", "compress_hooks", "HOOKS", "count_all_reduce_bytes", "param_digest"]
+__all__ = ["skip_decisions", "compress_hooks", "HOOKS", "hook_overflow", "param_digest"]
 
 
 def param_digest(model: nn.Module) -> str:
@@ -82,25 +86,6 @@ def skip_decisions(rank: int, world_size: int, steps: int = 8, inf_rank: int = 1
 HOOKS = ("allreduce_hook", "fp16_compress_hook", "bf16_compress_hook")   # allreduce_hook: fp32, as DDP without a hook
 
 
-@contextlib.contextmanager
-def count_all_reduce_bytes(log: list):
-    """Record ``(dtype, bytes)`` of every tensor passed to ``torch.distributed.all_reduce`` in the
-    block. DDP's built-in reducer calls the C++ all-reduce directly, unseen here; the Python comm
-    hooks (``allreduce_hook`` is the built-in fp32 behaviour, written in Python) call
-    ``dist.all_reduce``, which this wraps."""
-    real = dist.all_reduce
-
-    def counting(tensor, *args, **kwargs):
-        log.append((dtype_name(tensor.dtype), tensor.numel() * tensor.element_size()))
-        return real(tensor, *args, **kwargs)
-
-    dist.all_reduce = counting
-    try:
-        yield log
-    finally:
-        dist.all_reduce = real
-
-
 class _Probe(nn.Module):
     """One parameter ``w``; ``forward(x)`` returns ``(w * x).sum()``, so ``w.grad`` is exactly ``x``:
     each rank's gradient is whatever we choose."""
@@ -152,14 +137,51 @@ def compress_hooks(rank: int, world_size: int, n: int = 100_000, magnitudes=(1e-
             model = DDP(_Probe(n).to(device), bucket_cap_mb=1024)
             model.register_comm_hook(None, _registrable(getattr(default_hooks, hook)))
             log: list = []
-            with count_all_reduce_bytes(log):
+            with count_collectives(log, ops=("all_reduce",)):
                 model(_rank_grad(rank, n, mag).to(device)).backward()
             got = model.module.w.grad.double().cpu()
-            sent = sum(b for _, b in log)
-            dtype = log[0][0]
+            sent = sum(c.sent for c in log)
+            dtype = log[0].dtype
             err = ((got - exact).norm() / exact.norm()).item()
             flushed = ((got == 0) & (exact != 0)).double().mean().item()
             out[(hook, mag)] = {"rel_error": err, "flushed": flushed, "bytes": sent, "dtype": dtype,
                                 "max_abs_error": (got - exact).abs().max().item()}
         progress(f"gradients around {mag:g}: 3 hooks measured")
+    return out
+
+
+def divide_first_fp16_hook(process_group, bucket):
+    """``fp16_compress_hook`` with the two steps swapped: divide by the world size in fp32, then
+    cast to fp16 (what ``allreduce_hook`` does before its fp32 all-reduce)."""
+    group = process_group if process_group is not None else dist.group.WORLD
+    buffer = bucket.buffer()
+    compressed = buffer.div(group.size()).to(torch.float16)
+    fut = dist.all_reduce(compressed, group=group, async_op=True).get_future()
+
+    def decompress(fut):
+        buffer.copy_(fut.value()[0])
+        return buffer
+    return fut.then(decompress)
+
+
+def hook_overflow(rank: int, world_size: int, values=None) -> dict:
+    """Each rank's gradient is chosen exactly (``values[rank]``, one element per column); DDP
+    averages it with ``fp16_compress_hook`` and with :func:`divide_first_fp16_hook`. Returns the
+    per-rank gradients, the exact average, and what each hook gave."""
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    if values is None:   # per rank: over 65504 on rank 0 only / both under / both over / tiny
+        values = [[70000.0, 60000.0, 40000.0, 70000.0, 4.0e-8], [10000.0, 60000.0, 40000.0, 70000.0, 4.0e-8]]
+        values = values + [values[1]] * (world_size - 2)
+    device = current().device
+    out = {"grads": [list(map(float, v)) for v in values[:world_size]]}
+    exact = torch.tensor(values[:world_size], dtype=torch.float64).mean(0)
+    out["exact"] = exact.tolist()
+    for name, hook in (("fp16_compress_hook", default_hooks.fp16_compress_hook),
+                       ("divide first, then cast", divide_first_fp16_hook)):
+        model = DDP(_Probe(len(values[rank])).to(device))
+        model.register_comm_hook(None, hook)
+        model(torch.tensor(values[rank], dtype=torch.float32, device=device)).backward()
+        out[name] = model.module.w.grad.cpu().tolist()
+    progress("fp16 hooks: cast-then-divide against divide-then-cast")
     return out

@@ -21,7 +21,8 @@ from ..scaler import local_tensor
 from .launch import current, progress
 from .parity import shard, tiny_mlp
 
-__all__ = ["POLICIES", "policy", "train_policies", "to_study", "reduce_error", "memory", "WIDTHS"]
+__all__ = ["POLICIES", "policy", "train_policies", "to_study", "reduce_error", "memory", "WIDTHS", "BYTES_WIDTHS",
+           "collective_bytes", "fp8_all_gather"]
 
 # name -> (param_dtype, reduce_dtype); None: keep the parameter's own dtype (fp32)
 POLICIES = {"bf16/bf16": (torch.bfloat16, torch.bfloat16), "bf16/fp32": (torch.bfloat16, torch.float32),
@@ -209,3 +210,105 @@ def memory(rank: int, world_size: int, widths=(32, 512, 512, 512, 8), batch: int
     }
     progress("bytes counted")
     return {"fsdp2": sharded, "unsharded": unsharded, "world_size": world_size}
+
+
+BYTES_WIDTHS = (64, 128, 128, 16)      # every dimension a multiple of 16, as fp8 GEMMs on GPUs need
+
+
+def _one_step(model, opt, x, after_step=None):
+    model(x).float().sum().backward()
+    opt.step()
+    opt.zero_grad()
+    if after_step is not None:
+        after_step(model)
+
+
+def _summarise(log) -> dict:
+    """Per collective kind: calls, the dtypes sent and the bytes this rank sent and received."""
+    out: dict = {}
+    for c in log:
+        row = out.setdefault(c.op, {"calls": 0, "dtypes": [], "sent": 0, "received": 0})
+        row["calls"] += 1
+        row["sent"] += c.sent
+        row["received"] += c.received
+        if c.dtype not in row["dtypes"]:
+            row["dtypes"].append(c.dtype)
+    return out
+
+
+def collective_bytes(rank: int, world_size: int, policies=tuple(POLICIES), batch: int = 32) -> dict:
+    """One training step of ``tiny_mlp(0, BYTES_WIDTHS)`` sharded per layer under each policy,
+    with every FSDP2 all-gather and reduce-scatter recorded (:func:`.wire.count_collectives`):
+    the dtype each sends and the bytes this rank sends and receives. The second step is
+    recorded (the first also runs FSDP2's lazy initialisation)."""
+    from .wire import count_collectives
+    device = current().device
+    gen = torch.Generator().manual_seed(31 + rank)
+    x = torch.randn(batch, BYTES_WIDTHS[0], generator=gen).to(device)
+    out = {}
+    for name in policies:
+        model = shard(tiny_mlp(0, BYTES_WIDTHS).to(device), policy(name))
+        opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+        _one_step(model, opt, x)
+        log: list = []
+        with count_collectives(log, ops=("all_gather_single", "reduce_scatter_single")):
+            _one_step(model, opt, x)
+        out[name] = _summarise(log)
+    out["numel"] = sum(p.numel() for p in tiny_mlp(0, BYTES_WIDTHS).parameters())
+    out["weight_numel"] = sum(p.numel() for p in tiny_mlp(0, BYTES_WIDTHS).parameters() if p.dim() == 2)
+    progress("bytes per collective counted")
+    return out
+
+
+def fp8_all_gather(rank: int, world_size: int, steps: int = 3, batch: int = 32) -> dict:
+    """torchao's float8 training under FSDP2 (``bf16/fp32`` policy), its weights all-gathered in
+    bf16 (``enable_fsdp_float8_all_gather=False``) or in fp8 (``True``), the fp8 variant with and
+    without ``precompute_float8_dynamic_scale_for_fsdp`` after each optimizer step. Per variant
+    and step: FSDP2's collectives (:func:`.wire.count_collectives`), the calls
+    ``CommDebugMode`` counts (it also sees the amax all-reduces torchao issues through functional
+    collectives) and the loss. All variants train the same model on the same batches.
+    Where torchao does not import or cannot run here: ``{"error": why}``."""
+    from ..fp8.reference import import_torchao
+    status = import_torchao("torchao.float8")          # its CPU-only CUDA-extension notices filtered
+    if not status:
+        return {"error": status.error}
+    try:
+        return _fp8_all_gather(steps, batch, rank)
+    except Exception as exc:  # noqa: BLE001 - e.g. a GPU without fp8 GEMMs: the lesson says why
+        return {"error": f"{type(exc).__name__}: {str(exc)[:300]}"}
+
+
+def _fp8_all_gather(steps: int, batch: int, rank: int) -> dict:
+    from torch.distributed.tensor.debug import CommDebugMode
+    from torchao.float8 import Float8LinearConfig, convert_to_float8_training, precompute_float8_dynamic_scale_for_fsdp
+
+    from .wire import count_collectives
+    device = current().device
+    variants = {"bf16 all-gather": (False, False), "fp8 all-gather": (True, False),
+                "fp8 all-gather, precomputed scales": (True, True)}
+    out = {}
+    for name, (fp8_gather, precompute) in variants.items():
+        model = tiny_mlp(0, BYTES_WIDTHS).to(device)
+        convert_to_float8_training(model, config=Float8LinearConfig(enable_fsdp_float8_all_gather=fp8_gather))
+        model = shard(model, policy("bf16/fp32"))
+        opt = torch.optim.SGD(model.parameters(), lr=1e-2)
+        after = precompute_float8_dynamic_scale_for_fsdp if precompute else None
+        gen = torch.Generator().manual_seed(41 + rank)
+        rows = []
+        for _ in range(steps):
+            x = torch.randn(batch, BYTES_WIDTHS[0], generator=gen).to(device)
+            log: list = []
+            with CommDebugMode() as comm, count_collectives(log, ops=("all_gather_single", "reduce_scatter_single")):
+                loss = model(x).float().pow(2).mean()
+                loss.backward()
+                opt.step()
+                opt.zero_grad()
+                if after is not None:
+                    after(model)
+            counts = {str(k).split(".")[-1].strip("_"): v for k, v in comm.get_comm_counts().items()}
+            rows.append({"fsdp": _summarise(log), "calls": counts, "loss": loss.item()})
+        out[name] = rows
+        progress(f"{name}: {len(rows)} steps")
+    out["weight_numel"] = sum(p.numel() for p in tiny_mlp(0, BYTES_WIDTHS).parameters() if p.dim() == 2)
+    out["numel"] = sum(p.numel() for p in tiny_mlp(0, BYTES_WIDTHS).parameters())
+    return out
