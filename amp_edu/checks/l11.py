@@ -166,7 +166,8 @@ def check_unscale_and_sync(unscale_and_sync_) -> None:
             if nonzero == local:
                 hint = ("each rank reported only its own shard: all-reduce found_inf over the group "
                         "(dist.all_reduce(found_inf, group=group)) before returning, or the ranks take "
-                        "different skip decisions and their weights drift apart")
+                        "different skip decisions: each updates its shard on its own schedule, and the model "
+                        "drifts away from the correctly trained one")
             elif all(local) and not any(nonzero):
                 hint = ("both ranks found an inf: the SUM all-reduce gives 2.0, not 1.0 -- any nonzero "
                         "found_inf means skip; do not compare it with 1 (or use ReduceOp.MAX)")

@@ -1,7 +1,9 @@
 """Mixed precision across processes (lesson 11), built on ``torch.distributed``.
 
 * :mod:`.launch`: :func:`launch` runs ``fn(rank, world_size, ...)`` in several processes (gloo on
-  CPUs, NCCL on GPUs), from a notebook, and always cleans up.
+  CPUs, NCCL on GPUs), from a notebook, and always cleans up; :mod:`.byvalue` sends it a function
+  written in a notebook cell (or a script's ``__main__``, a lambda, a closure) by value.
+* :mod:`.wire`: the dtype and bytes of every collective DDP's hooks and FSDP2 call.
 * :mod:`.sharded_scaler`: :class:`ShardedGradScaler`, a drop-in for torch's, built on the course's
   from-scratch :class:`amp_edu.scaler.GradScaler`.
 * :mod:`.basics`: small rank functions that show (and test) what ``launch`` does;

@@ -164,8 +164,9 @@ class LocalShardGradScaler(ShardedGradScaler):
 
     It unscales each rank's local shards exactly as :class:`ShardedGradScaler` does but never
     tells the other ranks what it found: the rank whose shard overflowed skips the step and backs
-    off its scale; the others step with their (finite) shards and keep theirs. Parameters and
-    scales drift apart from that step on. For the lesson only.
+    off its scale; the others step with their (finite) shards and keep theirs. From that step on
+    the ranks' scales differ and the model (the shards together) drifts away from the correctly
+    trained one. For the lesson only.
     """
 
     def _agree_within_mesh_(self, found_inf, dtensor_grad) -> None:
