@@ -124,12 +124,17 @@ def test_from_a_notebook_cell(tmp_path):
     import nbformat
     from nbclient import NotebookClient
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(RANK_FUNCTIONS), nbformat.v4.new_code_cell(DRIVER)]
+    refused = ("class Local:\n    pass\n\ndef uses_local(rank, world_size):\n    return Local()\n\n"
+               "try:\n    launch(uses_local, world_size=2)\nexcept TypeError as e:\n    print('REFUSED', e)\n")
+    nb.cells = [nbformat.v4.new_code_cell(RANK_FUNCTIONS), nbformat.v4.new_code_cell(DRIVER),
+                nbformat.v4.new_code_cell(refused)]
     client = NotebookClient(nb, timeout=400, kernel_name="python3", resources={"metadata": {"path": os.getcwd()}})
     client.execute()
     text = "".join(o.get("text", "") for o in nb.cells[1].outputs if o.get("output_type") == "stream")
     report = _report(text)
     _check(report)
+    said = "".join(o.get("text", "") for o in nb.cells[2].outputs)
+    assert "REFUSED class 'Local' is defined in the notebook" in said, said     # before any rank started
     deadline = time.monotonic() + 10                     # and the kernel itself ended with the run
     while psutil.pid_exists(report["pid"]) and time.monotonic() < deadline:
         time.sleep(0.1)
