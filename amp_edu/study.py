@@ -1,15 +1,18 @@
 """Does mixed precision change what a model learns? A multi-seed convergence study.
 
 One run proves little: two fp32 runs that differ only in their seed already end at different
-losses. So the study trains every precision recipe with several seeds (the seed fixes the initial
-weights and the batch order, the same for every recipe) and compares each recipe's difference
-from fp32 with the **seed-to-seed spread** of fp32 itself:
+losses. So the study trains every precision recipe with several seeds, and the seed fixes the
+initial weights and the batch order *the same for every recipe*: seed 3 of AMP and seed 3 of fp32
+start from the same weights and see the same batches. The runs are **paired**, so the study
+compares them seed for seed (:func:`paired_test`): the per-seed differences ``recipe − fp32``,
+their mean, a paired t-test (is the mean difference zero?) with its two-sided p-value, and a sign
+test (does the recipe come out above on more seeds than chance gives?), with the number of seeds.
+Luck of the seed, which moves both runs of a pair alike, cancels in the difference; comparing a
+mean gap with fp32's unpaired seed-to-seed spread would count it as noise.
 
-* a difference smaller than that spread is indistinguishable from luck of the seed;
-* a difference several times larger is real, for this task, model and number of steps.
-
-:func:`verdict` turns the numbers into sentences with exactly that rule, so no conclusion is
-written before the run. The loop is :func:`amp_edu.train.train`; this module only repeats it over
+:func:`verdict` turns the numbers into sentences with that rule (:func:`compare_to_baseline`), so
+no conclusion is written before the run. The same test serves any paired samples, e.g. the
+interleaved rounds of a benchmark (:func:`amp_edu.bench.verdict.paired_speed_verdict`). The loop is :func:`amp_edu.train.train`; this module only repeats it over
 recipes and seeds, summarises and plots::
 
     study = run_study("blobs", steps=300, seeds=(0, 1, 2), lr=0.05, optimizer="sgd", momentum=0.9)
@@ -50,7 +53,8 @@ from .validate import check_int
 from .viz import color_for
 
 __all__ = ["STUDIED", "RECIPES", "PRECISION_RECIPES", "METRICS", "num_threads", "Study", "run_study",
-           "smooth", "stats", "summary", "Comparison", "compare_to_baseline", "verdict", "step_times", "time_verdict",
+           "smooth", "stats", "summary", "Paired", "paired_test", "P_CLEAR", "P_HINT", "Comparison",
+           "compare_to_baseline", "verdict", "step_times", "time_verdict",
            "plot_curves", "plot_finals"]
 
 
@@ -214,16 +218,121 @@ def summary(study: Study, metrics=("eval_loss", "eval_accuracy")) -> list[dict]:
     return [{"recipe": r, **{m: stats(study.finals(r, m)) for m in metrics}} for r in study.recipes]
 
 
+# --- paired comparisons: the per-seed differences -------------------------------------------------
+
+def _betacf(a: float, b: float, x: float) -> float:
+    """Continued fraction of the regularised incomplete beta function (Lentz's method)."""
+    tiny, qab, qap, qam = 1e-300, a + b, a + 1.0, a - 1.0
+    c, d = 1.0, 1.0 - qab * x / qap
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 300):
+        m2 = 2 * m
+        for num in (m * (b - m) * x / ((qam + m2) * (a + m2)), -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))):
+            d = 1.0 + num * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + num / c
+            c = c if abs(c) > tiny else tiny
+            h *= d * c
+        if abs(d * c - 1.0) < 1e-14:
+            break
+    return h
+
+
+def _betainc(a: float, b: float, x: float) -> float:
+    """The regularised incomplete beta function I_x(a, b), 0 <= x <= 1."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
+    if x < (a + 1.0) / (a + b + 2.0):
+        return front * _betacf(a, b, x) / a
+    return 1.0 - front * _betacf(b, a, 1.0 - x) / b
+
+
+def _t_two_sided(t: float, df: int) -> float:
+    """P(|T| >= |t|) for Student's t with ``df`` degrees of freedom."""
+    if math.isinf(t):
+        return 0.0
+    return _betainc(df / 2.0, 0.5, df / (df + t * t))
+
+
+def _sign_two_sided(wins: int, losses: int) -> float:
+    """Exact two-sided sign test: P(a split at least this uneven), ties left out."""
+    n = wins + losses
+    if n == 0:
+        return 1.0
+    k = min(wins, losses)
+    return min(1.0, 2.0 * sum(math.comb(n, i) for i in range(k + 1)) / 2.0 ** n)
+
+
+@dataclass(frozen=True)
+class Paired:
+    """Seed-for-seed differences ``a_i − b_i`` (only pairs where both are finite).
+
+    ``mean``/``sd``: of the differences; ``t``, ``p_t``: the paired t statistic and its two-sided
+    p-value (``n − 1`` degrees of freedom; nan below 2 pairs); ``above``/``below``/``ties``: how
+    many differences are positive, negative, zero; ``p_sign``: the exact two-sided sign test."""
+
+    n: int
+    mean: float
+    sd: float
+    t: float
+    p_t: float
+    above: int
+    below: int
+    ties: int
+    p_sign: float
+
+    def text(self) -> str:
+        """e.g. ``"paired over 3 seeds: mean difference +0.012 (sd 0.003), t = 6.9, p = 0.02;
+        3 above, 0 below (sign test p = 0.25)"``."""
+        return (f"paired over {self.n} seeds: mean difference {self.mean:+.3g} (sd {self.sd:.2g}), "
+                f"t = {self.t:.2g}, p = {self.p_t:.2g}; {self.above} above, {self.below} below"
+                f"{f', {self.ties} tied' if self.ties else ''} (sign test p = {self.p_sign:.2g})")
+
+
+def paired_test(a, b) -> Paired:
+    """Compare two paired samples: ``a[i]`` and ``b[i]`` share seed ``i`` (or round ``i``).
+
+    >>> paired_test([1.1, 2.1, 3.2], [1.0, 2.0, 3.0]).above
+    3
+    """
+    try:
+        a, b = [float(v) for v in a], [float(v) for v in b]
+    except (TypeError, ValueError):
+        raise TypeError("a and b must be sequences of numbers (one per seed, in the same order)") from None
+    if len(a) != len(b):
+        raise ValueError(f"a and b must pair up one to one, got {len(a)} and {len(b)} values")
+    diffs = [x - y for x, y in zip(a, b) if math.isfinite(x) and math.isfinite(y)]
+    n = len(diffs)
+    above, below = sum(d > 0 for d in diffs), sum(d < 0 for d in diffs)
+    mean = statistics.fmean(diffs) if diffs else math.nan
+    sd = statistics.stdev(diffs) if n > 1 else math.nan
+    if n < 2:
+        t = p = math.nan
+    elif sd == 0:
+        t, p = (0.0, 1.0) if mean == 0 else (math.copysign(math.inf, mean), 0.0)
+    else:
+        t = mean / (sd / math.sqrt(n))
+        p = _t_two_sided(t, n - 1)
+    return Paired(n, mean, sd, t, p, above, below, n - above - below, _sign_two_sided(above, below))
+
+
+P_CLEAR = 0.05     # paired-t p-value below which a difference is called clear
+P_HINT = 0.2       # ... and below which it is a hint that more seeds would settle
+
+
 @dataclass(frozen=True)
 class Comparison:
     """One recipe against the baseline on one metric, with the numbers the verdict rests on."""
 
     recipe: str
     metric: str
-    diff: float          # mean(recipe) - mean(baseline); nan if a side has no finite run
-    spread: float        # the baseline's seed-to-seed standard deviation
-    ratio: float         # |diff| / spread (inf when spread is 0 and diff is not)
-    paired: float        # largest |recipe - baseline| over seeds (same seed: same init and batches)
+    diff: float          # mean over seeds of (recipe - baseline), same seed paired; nan if no pair
+    paired: Paired       # the per-seed differences and their tests
+    spread: float        # the baseline's own seed-to-seed standard deviation (context, not the rule)
     diverged: int        # runs of this recipe whose final value is not finite
     n: int               # runs of this recipe
     better: bool | None  # is the difference an improvement? (None if diff is 0 or nan)
@@ -232,41 +341,35 @@ class Comparison:
 
 def compare_to_baseline(study: Study, recipe: str, metric: str = "eval_loss", *,
                         baseline: str = "fp32") -> Comparison:
-    """Compare ``recipe`` with ``baseline`` on the final ``metric`` across seeds.
+    """Compare ``recipe`` with ``baseline`` on the final ``metric``, seed for seed.
 
-    The call: ``diverged`` if any run's final value is not finite; ``same`` if the means are
-    equal; ``within`` if ``|diff| <= spread`` (fp32's seed-to-seed std); ``clear`` if
-    ``|diff| > 3 × spread``; ``unclear`` between the two (more seeds would decide).
+    The call: ``diverged`` if any run's final value is not finite; ``same`` if every pair is
+    equal; else by the paired t-test's p-value: ``clear`` below :data:`P_CLEAR` (0.05),
+    ``unclear`` below :data:`P_HINT` (0.2: more seeds would decide), ``within`` otherwise (the
+    per-seed differences give no evidence of a difference).
     """
     _check_study(study)
     _check_metric(metric)
     for r in (recipe, baseline):
         if r not in study.runs:
             raise ValueError(f"recipe {r!r} is not in this study; it has {', '.join(study.recipes)}")
-    mine, base = stats(study.finals(recipe, metric)), stats(study.finals(baseline, metric))
-    n = mine["n"] + mine["diverged"]
-    diff = mine["mean"] - base["mean"]
-    spread = base["std"]
-    if math.isnan(diff):
-        ratio = math.nan
-    elif diff == 0:
-        ratio = 0.0
-    else:
-        ratio = abs(diff) / spread if spread > 0 else math.inf
+    mine = study.finals(recipe, metric)
+    pt = paired_test(mine, study.finals(baseline, metric))
+    diverged = sum(not math.isfinite(v) for v in mine)
+    diff = pt.mean
     better = None if (math.isnan(diff) or diff == 0) else ((diff > 0) == _HIGHER_IS_BETTER[metric])
-    pairs = [abs(a - b) for a, b in zip(study.finals(recipe, metric), study.finals(baseline, metric))]
-    paired = max(pairs) if pairs and all(math.isfinite(p) for p in pairs) else math.nan
-    if mine["diverged"]:
+    if diverged:
         call = "diverged"
-    elif diff == 0:
+    elif pt.n and pt.ties == pt.n:
         call = "same"
-    elif ratio <= 1:
-        call = "within"
-    elif ratio > 3:
+    elif not math.isnan(pt.p_t) and pt.p_t < P_CLEAR:
         call = "clear"
-    else:
+    elif not math.isnan(pt.p_t) and pt.p_t < P_HINT:
         call = "unclear"
-    return Comparison(recipe, metric, diff, spread, ratio, paired, mine["diverged"], n, better, call)
+    else:
+        call = "within"
+    return Comparison(recipe, metric, diff, pt, stats(study.finals(baseline, metric))["std"], diverged,
+                      len(mine), better, call)
 
 
 def _sentence(c: Comparison, baseline: str) -> str:
@@ -275,19 +378,20 @@ def _sentence(c: Comparison, baseline: str) -> str:
         return (f"{c.recipe}: diverged (non-finite {what}) in {c.diverged} of {c.n} seeds — "
                 f"not a small change, a failure.")
     if c.call == "same":
-        return f"{c.recipe}: final {what} identical to {baseline}'s on average."
+        return f"{c.recipe}: final {what} identical to {baseline}'s on every seed."
     direction = "better" if c.better else "worse"
-    size = (f"{abs(c.diff):.3g} {direction} than {baseline} on average ({c.ratio:.2g}× {baseline}'s "
-            f"seed-to-seed spread of {c.spread:.3g}; seed for seed at most {c.paired:.3g} apart)")
+    size = (f"{abs(c.diff):.3g} {direction} than {baseline} on average, seed for seed "
+            f"({c.paired.text()}; {baseline}'s own seed-to-seed sd {c.spread:.3g})")
     if c.call == "within":
-        return f"{c.recipe}: final {what} {size} — within the spread: indistinguishable from {baseline} here."
+        return f"{c.recipe}: final {what} {size} — no evidence of a difference: indistinguishable from {baseline} here."
     if c.call == "unclear":
-        return f"{c.recipe}: final {what} {size} — larger than the spread, but not by much: more seeds would decide."
+        return f"{c.recipe}: final {what} {size} — a hint, not a finding: more seeds would decide."
     return f"{c.recipe}: final {what} {size} — clearly {direction}, beyond what the seed explains."
 
 
 def verdict(study: Study, metrics=("eval_loss", "eval_accuracy"), *, baseline: str = "fp32") -> list[str]:
-    """Sentences, one per recipe and metric, computed from the study by :func:`compare_to_baseline`.
+    """Sentences, one per recipe and metric, computed from the study by :func:`compare_to_baseline`
+    (paired, seed for seed).
 
     The last sentence weighs the widely repeated claim that mixed precision "barely changes accuracy"
     (for the recipes that keep fp32 weights and use autocast, the ``amp_*`` ones).

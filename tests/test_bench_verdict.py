@@ -89,3 +89,20 @@ def test_bad_options():
         speed_verdict(t(1, 0), t(1, 0), min_rel=1, load=False)
     with pytest.raises(ValueError, match="min_rel"):
         speed_verdict(t(1, 0), t(1, 0), min_rel=-0.1, load=False)
+
+
+def test_paired_speed_verdict_uses_the_pairs():
+    """A shared drift (each round slower than the last) cancels in the pairs: a 5% gain that the
+    pooled IQRs call noise is found by the paired test; pairs that disagree stay 'within noise'."""
+    from amp_edu.bench.verdict import paired_speed_verdict, speed_verdict
+    drift = [1.0, 1.3, 1.6, 1.9, 2.2, 2.5]
+    a = [0.95 * d for d in drift]
+    assert speed_verdict(a, drift, load=False).word == "within noise"
+    v = paired_speed_verdict(a, drift, load=False)
+    assert v.word == "faster" and v.ratio == pytest.approx(0.95) and "pairs" in v.sentence()
+    mixed = [d * f for d, f in zip(drift, (0.9, 1.1, 0.95, 1.05, 1.0, 1.02))]
+    assert paired_speed_verdict(mixed, drift, load=False).word == "within noise"
+    with pytest.raises(ValueError, match="pair up"):
+        paired_speed_verdict([1.0], [1.0], load=False)
+    with pytest.raises(TypeError):
+        paired_speed_verdict(["1"], ["2"], load=False)

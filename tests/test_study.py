@@ -25,22 +25,25 @@ def fake(final: dict, steps=10) -> study.Study:
     return study.Study("fake", None, steps, tuple(range(n)), tuple(final), runs)
 
 
-def test_compare_calls_follow_the_seed_spread_rule():
-    base = [(1.00, 0.70), (1.02, 0.72), (0.98, 0.68)]          # loss std 0.02, accuracy std 0.02
+def test_compare_calls_follow_the_paired_rule():
+    base = [(1.00, 0.70), (1.02, 0.72), (0.98, 0.68)]          # loss std 0.02 across seeds
     s = fake({
         "fp32": base,
-        "amp_fp16": [(l + 0.01, a) for l, a in base],          # +0.01 loss: 0.5 spreads
-        "amp_bf16": [(l + 0.04, a - 0.1) for l, a in base],    # +0.04: 2 spreads; acc -0.1: 5 spreads
+        "amp_fp16": [(l + d, a) for (l, a), d in zip(base, (0.01, -0.012, 0.003))],   # pairs disagree
+        "amp_bf16": [(l + d, a - 0.1 + e) for (l, a), d, e in zip(base, (0.009, 0.011, 0.010), (0.001, -0.001, 0))],
+        "bf16_pure": [(l + d, a) for (l, a), d in zip(base, (0.01, 0.025, 0.005))],    # same sign, wide
         "fp16_pure": [(math.nan, 0.125)] * 3,
     })
     c = study.compare_to_baseline(s, "amp_fp16", "eval_loss")
-    assert (c.call, c.better) == ("within", False)
-    assert c.diff == pytest.approx(0.01) and c.spread == pytest.approx(0.02) and c.ratio == pytest.approx(0.5)
-    assert c.paired == pytest.approx(0.01)
+    assert c.call == "within" and c.paired.n == 3 and c.paired.p_t > 0.2
+    assert c.diff == pytest.approx(0.001 / 3) and c.spread == pytest.approx(0.02)
     assert study.compare_to_baseline(s, "amp_fp16", "eval_accuracy").call == "same"
-    assert study.compare_to_baseline(s, "amp_bf16", "eval_loss").call == "unclear"
-    c = study.compare_to_baseline(s, "amp_bf16", "eval_accuracy")
-    assert (c.call, c.better) == ("clear", False)
+    # a +0.01 shift on every seed: half fp32's unpaired spread, but the pairs all agree
+    c = study.compare_to_baseline(s, "amp_bf16", "eval_loss")
+    assert (c.call, c.better) == ("clear", False) and c.paired.p_t < 0.05
+    assert (c.paired.above, c.paired.below, c.paired.p_sign) == (3, 0, 0.25)
+    assert study.compare_to_baseline(s, "amp_bf16", "eval_accuracy").call == "clear"
+    assert study.compare_to_baseline(s, "bf16_pure", "eval_loss").call == "unclear"
     c = study.compare_to_baseline(s, "fp16_pure", "eval_loss")
     assert (c.call, c.diverged, c.n) == ("diverged", 3, 3)
     better = fake({"fp32": base, "amp_fp16": [(l - 0.1, a + 0.1) for l, a in base]})
@@ -52,15 +55,37 @@ def test_compare_calls_follow_the_seed_spread_rule():
         study.compare_to_baseline(s, "fp8", "eval_loss")
 
 
+def test_paired_test_matches_textbook_values():
+    """t and sign-test p-values against values from tables (Student's t, binomial)."""
+    d = study.paired_test([2.0, 4.0, 6.0, 5.0, 3.0, 4.0], [1.0, 1.5, 2.0, 4.5, 3.5, 1.0])
+    diffs = [1.0, 2.5, 4.0, 0.5, -0.5, 3.0]
+    assert d.mean == pytest.approx(sum(diffs) / 6) and (d.above, d.below, d.ties) == (5, 1, 0)
+    assert d.p_sign == pytest.approx(14 / 64)                          # 2·(1 + 6)/2^6
+    assert study._t_two_sided(2.0, 5) == pytest.approx(0.10194, abs=1e-5)
+    assert study._t_two_sided(2.776445, 4) == pytest.approx(0.05, abs=1e-5)
+    assert study._t_two_sided(12.706205, 1) == pytest.approx(0.05, abs=1e-5)
+    same = study.paired_test([1, 2], [1, 2])
+    assert (same.p_t, same.ties) == (1.0, 2)
+    shift = study.paired_test([2, 3], [1, 2])
+    assert shift.p_t == 0.0 and math.isinf(shift.t)
+    nan_pair = study.paired_test([1.0, math.nan, 3.0], [0.0, 1.0, 2.0])
+    assert nan_pair.n == 2                                             # a diverged seed has no pair
+    with pytest.raises(ValueError, match="pair up"):
+        study.paired_test([1, 2], [1])
+    with pytest.raises(TypeError, match="numbers"):
+        study.paired_test(["a"], [1])
+
+
 def test_verdict_sentences_are_derived_from_the_numbers():
     base = [(1.00, 0.70), (1.02, 0.72), (0.98, 0.68)]
-    ok = fake({"fp32": base, "amp_fp16": [(l, a + 0.001) for l, a in base],
-               "amp_bf16": [(l + 0.001, a) for l, a in base]})
+    ok = fake({"fp32": base, "amp_fp16": [(l + d, a + d) for (l, a), d in zip(base, (0.001, -0.002, 0.0015))],
+               "amp_bf16": [(l + d, a) for (l, a), d in zip(base, (0.002, -0.001, 0.0))]})
     v = study.verdict(ok)
     assert len(v) == 5
-    assert "within the spread" in v[1] and "0.001 better" in v[1]
+    assert "no evidence of a difference" in v[1] and "paired over 3 seeds" in v[1] and "sign test" in v[1]
     assert v[-1].startswith("Claim 'mixed precision barely changes accuracy': holds here for amp_fp16, amp_bf16")
-    bad = fake({"fp32": base, "amp_fp16": [(l, a - 0.2) for l, a in base], "fp16_pure": [(math.nan, 0.1)] * 3})
+    bad = fake({"fp32": base, "amp_fp16": [(l, a - 0.2 + d) for (l, a), d in zip(base, (0.01, -0.01, 0))],
+                "fp16_pure": [(math.nan, 0.1)] * 3})
     v = study.verdict(bad)
     assert "clearly worse" in v[1]
     assert v[2].startswith("fp16_pure: diverged") and "3 of 3" in v[2]

@@ -37,7 +37,7 @@ import torch
 from ..validate import check_int, check_number
 from .timing import Timing
 
-__all__ = ["Verdict", "Load", "speed_verdict", "machine_load", "as_timing"]
+__all__ = ["Verdict", "Load", "speed_verdict", "paired_speed_verdict", "machine_load", "as_timing"]
 
 WORDS = ("faster", "slower", "within noise")
 
@@ -129,6 +129,7 @@ class Verdict:
     rel_spread: float
     caveat: str | None = None
     min_rel: float = 0.02
+    paired: str | None = None   # the paired test's text, for a verdict on paired times
 
     @property
     def significant(self) -> bool:
@@ -139,7 +140,9 @@ class Verdict:
         than the 5% spread of the repeats)"``, with the caveat appended when there is one."""
         head = f"{a} took {self.ratio:.2f}x the time of {b}: "
         diff, spread = abs(self.rel_diff), self.rel_spread
-        if self.significant:
+        if self.paired is not None:
+            body = f"{self.word} ({self.paired})"
+        elif self.significant:
             body = (f"{self.word} (the {diff:.0%} difference exceeds the {spread:.0%} spread of the "
                     f"repeats)")
         elif diff <= spread:
@@ -176,3 +179,37 @@ def speed_verdict(a: Any, b: Any, *, min_rel: float = 0.02, load: Load | None | 
         word = "within noise"
     return Verdict(word, ta.median_s / tb.median_s, d / tb.median_s, spread / tb.median_s,
                    load.caveat if load is not None else None, float(min_rel))
+
+
+def paired_speed_verdict(a_times, b_times, *, min_rel: float = 0.02, p: float = 0.05,
+                         load: Load | None | bool = True) -> Verdict:
+    """Is A faster or slower than B, from *paired* times: ``a_times[i]`` and ``b_times[i]`` were
+    taken side by side (the same round of an interleaved comparison, the same seed of a study).
+
+    Pairing cancels what the two share (a neighbour's load during that round), so the test is on
+    the per-pair log ratios (:func:`amp_edu.study.paired_test`, the course's one paired test):
+    "faster"/"slower" when the paired t-test's p-value is below ``p`` *and* the median ratio differs
+    from 1 by more than ``min_rel``; ``rel_spread`` is the IQR of the per-pair ratios."""
+    import math
+
+    from ..study import paired_test
+
+    a = [check_number(v, "a_times[i]") for v in a_times]
+    b = [check_number(v, "b_times[i]") for v in b_times]
+    if len(a) != len(b) or len(a) < 2:
+        raise ValueError(f"a_times and b_times must pair up, with at least 2 pairs; got {len(a)} and {len(b)}")
+    if min(a + b) <= 0:
+        raise ValueError("every time must be > 0 seconds")
+    if not 0 <= check_number(min_rel, "min_rel") < 1 or not 0 < check_number(p, "p") < 1:
+        raise ValueError(f"min_rel must be in [0, 1) and p in (0, 1), got {min_rel!r}, {p!r}")
+    if load is True:
+        load = machine_load()
+    elif load is False:
+        load = None
+    test = paired_test([math.log(x) for x in a], [math.log(y) for y in b])
+    ratios = sorted(x / y for x, y in zip(a, b))
+    ratio = Timing.from_times(ratios)
+    med = ratio.median_s
+    word = ("faster" if med < 1 else "slower") if test.p_t < p and abs(med - 1) > min_rel else "within noise"
+    return Verdict(word, med, med - 1, ratio.iqr_s, load.caveat if load is not None else None, float(min_rel),
+                   f"median of the per-pair time ratios; log ratios {test.text().replace('seeds', 'pairs')}")
