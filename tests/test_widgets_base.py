@@ -55,3 +55,28 @@ def test_every_explorer_uses_the_base():
                widgets.LossScaleExplorer, widgets.StudyExplorer]
     assert all(issubclass(c, Explorer) for c in classes)
     assert isinstance(widgets.autocast_explorer(), widgets.AutocastExplorer)   # an explorer, like the others
+
+
+def test_display_carries_a_static_picture_of_the_default_state():
+    """A reader without a kernel sees image/png; a live frontend the widget view."""
+    import base64
+    d = Doubler()
+    bundle = d._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+    png = base64.b64decode(bundle["image/png"])
+    assert png.startswith(b"\x89PNG")
+    d.x.value = 0                                   # no figure: the picture still shows controls and text
+    assert d.snapshot_png().startswith(b"\x89PNG")
+    from amp_edu.widgets.base import _text_of, snapshot_png
+    assert _text_of("<b>a</b><br>b &lt; c<table><tr><td>1</td><td>2</td></tr></table>") == ["a", "b < c", "1  2"]
+    assert snapshot_png(W.VBox([W.HTML("<p>hello</p>"), W.IntSlider(description="n", value=3)])).startswith(b"\x89PNG")
+
+
+def test_every_explorer_leaves_a_picture():
+    for make in (widgets.FormatExplorer, widgets.NumberLine, widgets.autocast_explorer):
+        assert base64_png(make())
+
+
+def base64_png(explorer):
+    import base64
+    return base64.b64decode(explorer._repr_mimebundle_()["image/png"]).startswith(b"\x89PNG")
