@@ -9,8 +9,11 @@ module is the kernel's ``__main__``, which exists only in the kernel, so a fresh
 nothing to import it from. The same holds for a lambda or a function defined inside another
 function.
 
-This module sends such a function by value instead, as ``cloudpickle`` (which
-``accelerate`` and Ray use) does:
+There are two ways around that. ``accelerate.notebook_launcher`` *forks* the kernel
+(``start_processes(..., start_method="fork")`` in accelerate's ``launchers.py``), so the child
+inherits the function, along with the kernel's threads' locks in whatever state they were, and
+fails if CUDA was initialised first. This module keeps the fresh (spawned) interpreter and sends
+the function **by value** instead, as ``cloudpickle`` (which Ray uses) does:
 
 * its **code object**, with :mod:`marshal` (the bytecode format of this very interpreter; the
   ranks run the same ``sys.executable``, so it loads unchanged);

@@ -21,8 +21,8 @@ What it does, in order:
    would send ``fn`` *by name*, which a fresh interpreter can only follow for a function of an
    importable module. A function written in a notebook cell (the kernel's ``__main__``), in a
    script's ``__main__``, a lambda or a nested function is sent **by value** instead
-   (:mod:`.byvalue`: its code, the globals it reads, its closure), as
-   ``accelerate.notebook_launcher``'s cloudpickle does, so ``launch`` takes all of them.
+   (:mod:`.byvalue`: its code, the globals it reads, its closure), as cloudpickle does, so
+   ``launch`` takes all of them (``accelerate.notebook_launcher`` gets there by forking instead).
    From a script, call ``launch`` under ``if __name__ == "__main__":`` (spawned children
    re-import the script, as with ``torch.multiprocessing.spawn``).
    Each rank makes itself a process-group leader, so it and anything it starts are killed together.
