@@ -140,3 +140,29 @@ def test_partial_overflow_checks_fail(wrong):
         l03.check_scaled_step(wrong)
     msg = str(e.value)
     assert "one weight gradient overflows" in msg and "EVERY gradient" in msg, msg
+
+
+def scale_in_tensor_arithmetic(grads):
+    """choose_scale without float(): the max stays a tensor of the gradients' dtype."""
+    m = max(g.detach().abs().max() for g in grads)
+    k = math.floor(math.log2(65504.0 / m))
+    while m * 2.0 ** k > 65504.0:
+        k -= 1
+    return 2.0 ** k
+
+
+def test_scale_computed_in_the_gradients_dtype_fails_on_fp16_gradients():
+    with pytest.raises(CheckFailed, match="fp16/bf16 gradients") as err:
+        l03.check_choose_scale(scale_in_tensor_arithmetic)
+    assert "float16" in str(err.value)
+
+
+def test_swapped_loss_arguments_fail_on_the_asymmetric_loss():
+    step = make_step()
+
+    def swapped(model, master, optimizer, loss_fn, x, y, scale):
+        return step(model, master, optimizer, lambda out, target: loss_fn(target, out), x, y, scale)
+
+    with pytest.raises(CheckFailed, match="not symmetric") as err:
+        l03.check_scaled_step(swapped)
+    assert "a loss that is not symmetric" in str(err.value)

@@ -123,7 +123,7 @@ def make_update(*, compare="==", count_first=True, reset_on_overflow=True, reset
 
 def test_reference_update_passes(capsys):
     l04.check_update(make_update())
-    assert capsys.readouterr().out.startswith("PASS update_scale_: 15 cases")
+    assert capsys.readouterr().out.startswith("PASS update_scale_: 17 cases")
 
 
 @pytest.mark.parametrize("wrong, where, hint", [
@@ -150,3 +150,23 @@ def test_unfinished_update_says_so():
         raise NotImplementedError()
     with pytest.raises(CheckFailed, match="not done yet"):
         l04.check_update(todo)
+
+
+def test_grown_scale_rounded_through_fp16_fails():
+    """The scale is a float32: a grown scale rounded through fp16 is inf above 65504 (no growth)."""
+    def via_fp16(scale, growth_tracker, found_inf, growth_factor, backoff_factor, growth_interval):
+        s = scale.item()
+        if found_inf.item():
+            scale.fill_(torch.tensor(s * backoff_factor, dtype=torch.float64).float())
+            growth_tracker.fill_(0)
+        elif growth_tracker.item() + 1 == growth_interval:
+            grown = torch.tensor(s * growth_factor, dtype=torch.float16).float()
+            if torch.isfinite(grown):
+                scale.fill_(grown)
+            growth_tracker.fill_(0)
+        else:
+            growth_tracker.add_(1)
+
+    with pytest.raises(CheckFailed) as err:
+        l04.check_update(via_fp16)
+    assert "growth past fp16's max" in str(err.value) and "scale=131072.0" in str(err.value)

@@ -59,3 +59,15 @@ def test_unsolved_exercise_says_so():
         l06.check_arithmetic_intensity(todo)
     with pytest.raises(CheckFailed, match="not done yet"):
         l06.check_predict_bound(todo)
+
+
+@pytest.mark.parametrize("wrong, hint", [
+    (lambda m, k, n, dt, p, b: "memory" if ai(m, k, n, dt) <= p * 1e12 / (b * 1e9) else "compute", "use <, not <="),
+    (lambda m, k, n, dt, p, b: "memory" if ai(m, k, n, dt) < p * 1e12 // (b * 1e9) else "compute", "not //"),
+    (lambda m, k, n, dt, p, b: "memory" if ai(m, k, n, dt) < p * (1e12 - 1) / (b * 1e9) else "compute",
+     "exact powers of ten"),
+])
+def test_bound_wrong_at_the_ridge_itself_fails(wrong, hint):
+    with pytest.raises(CheckFailed, match=hint) as e:
+        l06.check_predict_bound(wrong)
+    assert "300, 300, 300" in str(e.value)

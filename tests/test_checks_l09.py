@@ -7,16 +7,18 @@ from amp_edu.checks import l09
 from amp_edu.checks.core import CheckFailed
 
 
-def _tensors(out):
+def _tensors(out, nested=(list, tuple), dicts=True):
     if isinstance(out, torch.Tensor):
         return [out]
-    if isinstance(out, (list, tuple)):
-        return [t for o in out for t in _tensors(o)]
+    if isinstance(out, nested):
+        return [t for o in out for t in _tensors(o, nested, dicts)]
+    if dicts and isinstance(out, dict):
+        return [t for o in out.values() for t in _tensors(o, nested, dicts)]
     return []
 
 
-def _bad(out, test=lambda t: ~torch.isfinite(t)):
-    return any(t.is_floating_point() and bool(test(t).any()) for t in _tensors(out))
+def _bad(out, test=lambda t: ~torch.isfinite(t), **which):
+    return any(t.is_floating_point() and bool(test(t).any()) for t in _tensors(out, **which))
 
 
 def _hits(model, x, *, bad=_bad, which=lambda name, mod: True, pre=False, remove=True):
@@ -95,6 +97,23 @@ def tensors_only(model, x):
     return _first(_hits(model, x, bad=lambda o: isinstance(o, torch.Tensor) and not torch.isfinite(o).all()))
 
 
+def tuples_only(model, x):
+    return _first(_hits(model, x, bad=lambda o: _bad(o, nested=tuple)))
+
+
+def no_dicts(model, x):
+    return _first(_hits(model, x, bad=lambda o: _bad(o, dicts=False)))
+
+
+def none_crashes(model, x):
+    """Treats every output that is not a tensor as a container (iterating None raises)."""
+    def flat(o):
+        return [o] if isinstance(o, torch.Tensor) else [t for i in (o.values() if isinstance(o, dict) else o)
+                                                       for t in flat(i)]
+    return _first(_hits(model, x, bad=lambda o: any(t.is_floating_point() and not torch.isfinite(t).all()
+                                                    for t in flat(o))))
+
+
 def dict_overwrite(model, x):
     last = {}
     handles = [mod.register_forward_hook(lambda m, i, o, name=name: last.__setitem__(name, _bad(o)))
@@ -135,6 +154,9 @@ def test_reference_passes(capsys):
     (keeps_hooks, "nan_mid"),
     (class_name, "nan_mid"),
     (tensors_only, "tuple_output"),
+    (tuples_only, "list_output"),
+    (no_dicts, "dict_output"),
+    (none_crashes, "none_output"),
     (dict_overwrite, "shared_module"),
     (skip_root, "root_inline"),
     (registration_order_without_root, "nested"),

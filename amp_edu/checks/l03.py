@@ -21,7 +21,7 @@ import torch.nn as nn
 
 from ..gradients import max_safe_scale
 from ..models import seeded
-from .core import call_learner, check_cases, fail, passed, require_callable, same
+from .core import call_learner, fail, passed, require_callable, same
 
 __all__ = ["check_choose_scale", "check_scaled_step", "reference_choose_scale", "reference_scaled_step"]
 
@@ -45,6 +45,12 @@ def _cases_scale():
         ([f(4000.0)],),                                     # log2(65504/4000) = 4.03: floor, not round
         ([f(2900.0)],),                                     # log2(65504/2900) = 4.50: round would overflow
     ]
+
+
+def _low_precision_case():
+    """fp16 and bf16 gradients (a pure-fp16 model's): the arithmetic belongs in Python floats, not in
+    the gradients' dtype, where 65504 / 1e-3 is already inf."""
+    return [torch.tensor([1e-3, -2e-4], dtype=torch.float16), torch.tensor([5e-4], dtype=torch.bfloat16)]
 
 
 def check_choose_scale(fn) -> str:
@@ -74,8 +80,19 @@ def check_choose_scale(fn) -> str:
     def compare(got, expected):
         return isinstance(got, (int, float)) and not isinstance(got, bool) and float(got) == expected
 
-    res = check_cases(name, fn, _cases_scale(), reference_choose_scale, hint=hint, compare=compare)
-    return res
+    require_callable(name, fn)
+    low = _low_precision_case()
+    low_hint = ("fp16/bf16 gradients: take float(...) of the max before you compute with it — in fp16, "
+                "65504 / max|g| overflows to inf")
+    cases = [case[0] for case in _cases_scale()] + [low]
+    for grads in cases:
+        expected = reference_choose_scale(grads)
+        got = call_learner(name, fn, (grads,), input=grads, expected=expected,
+                           hint=low_hint if grads is low else "your function raised on this input")
+        if not compare(got, expected):
+            raise fail(name, input=grads, expected=expected, got=got,
+                       hint=low_hint if grads is low and isinstance(got, torch.Tensor) else hint((grads,), expected, got))
+    return passed(name, f"{len(cases)} cases")
 
 
 # --- part B: a loss-scaled step with an fp32 master copy ---------------------------------------
@@ -126,6 +143,11 @@ def _loss_fn(out, y):
     return ((out.float() - y) ** 2).mean()
 
 
+def _tilted_loss(out, y):
+    """A loss that is not symmetric in its arguments: loss_fn(y, model(x)) gives other gradients."""
+    return ((out.float() - y) ** 2).mean() + 0.5 * out.float().mean()
+
+
 TINY_OFFSET = 2.0 ** -20   # targets this close to the outputs: true gradients below fp16's 2^-24
 
 
@@ -161,6 +183,8 @@ _SCENARIOS = [
      [("tiny", 2.0 ** 16)], False),
     ("a model whose first layer the forward never uses (its .grad stays None), two clean batches, S = 64",
      [("clean", 64.0), ("clean", 64.0)], True),
+    ("a loss that is not symmetric, loss_fn(out, y) = mean((out - y)^2) + 0.5 mean(out), one clean batch, "
+     "S = 1024", [("clean", 1024.0)], False, _tilted_loss),
 ]
 
 
@@ -180,15 +204,16 @@ def check_scaled_step(fn) -> str:
     """Grade ``scaled_step(model, master, optimizer, loss_fn, x, y, scale) -> bool`` by running it."""
     name = "scaled_step"
     require_callable(name, fn)
-    for i, (desc, seq, spare) in enumerate(_SCENARIOS):
+    for i, (desc, seq, spare, *loss) in enumerate(_SCENARIOS):
+        loss_fn = loss[0] if loss else _loss_fn
         model, master, opt = _setup(i, spare)
         ref, ref_master, ref_opt = _setup(i, spare)
         for j, (kind, scale) in enumerate(seq):
             x, y = _batch(kind, 100 * i + j, ref)
-            want = reference_scaled_step(ref, ref_master, ref_opt, _loss_fn, x, y, scale)
+            want = reference_scaled_step(ref, ref_master, ref_opt, loss_fn, x, y, scale)
             fp16_division_matters = want and _fp16_unscaled_differs(ref, scale)
             where = f"{desc} — call {j + 1} ({kind} batch)"
-            got = call_learner(name, fn, (model, master, opt, _loss_fn, x.clone(), y.clone(), scale),
+            got = call_learner(name, fn, (model, master, opt, loss_fn, x.clone(), y.clone(), scale),
                                input=where, expected=f"returns {want}",
                                hint=lambda exc: (_SPARE_HINT if spare else "your step raised on this input"))
             if got is not want:
@@ -204,6 +229,9 @@ def check_scaled_step(fn) -> str:
                     hint = "a skipped step must leave every master weight exactly as it was"
                 elif spare:
                     hint = _SPARE_HINT
+                elif loss:
+                    hint = ("call loss_fn(model(x), y): the model's output first, then the target (this "
+                            "loss is not symmetric, so swapped arguments give other gradients)")
                 elif kind == "tiny" and fp16_division_matters:
                     hint = ("unscale in float32: convert the fp16 gradient to float32 FIRST, then divide by "
                             "scale — divided in fp16, these small gradients fall back under fp16's floor "

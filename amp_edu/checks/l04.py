@@ -173,6 +173,9 @@ def _update_cases():
     yield "growth just past float32's max",            3.0e38,  9,      0.0,   1.5,  0.5,   10
     yield "backoff 0.3 (not exact in float32)",        3.0,     4,      1.0,   2.0,  0.3,   10
     yield "growth factor 1.7 from 1000",               1000.0,  9,      0.0,   1.7,  0.5,   10
+    # the scale is a float32: it grows past fp16's 65504, and to values fp16 cannot hold
+    yield "growth past fp16's max (65536 × 2)",        65536.0, 9,      0.0,   2.0,  0.5,   10
+    yield "growth to a value fp16 cannot hold",        1000.3,  9,      0.0,   1.0001, 0.5, 10
     yield "no floor: the scale may fall below 1",      0.125,   0,      1.0,   2.0,  0.5,   2000
     yield "overflow right at the interval",            1024.0,  1999,   1.0,   2.0,  0.5,   2000
     yield "the smallest scale backs off to 0",         2.0 ** -149, 0,  1.0,   2.0,  0.5,   2000

@@ -8,6 +8,8 @@ wrong side of the roofline.
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from ..bench import roofline
@@ -63,6 +65,12 @@ def _near_ridge_cases():
             # a skinny one: m rows against a large k = n
             for m in (int(0.8 * ridge * size), int(1.3 * ridge * size)):
                 cases.append((max(1, m), 8192, 8192, dtype, peak, bw))
+    # on the ridge itself: a 300³ fp16 matmul has intensity exactly 100 FLOP/byte; a device of
+    # 100 TFLOP/s and 1000 GB/s has its ridge exactly there (compute-bound: not below the ridge);
+    # a hair more peak puts the ridge just above (memory-bound); a ridge of 100.5 is not an integer
+    cases += [(300, 300, 300, torch.float16, 100.0, 1000.0),
+              (300, 300, 300, torch.float16, 100.0 + 3e-11, 1000.0),
+              (300, 300, 300, torch.float16, 100.5, 1000.0)]
     return cases
 
 
@@ -71,6 +79,14 @@ def _bound_hint(case, expected, got):
     if got not in ("memory", "compute"):
         return 'return exactly the string "memory" or "compute"'
     ai = roofline.arithmetic_intensity(m, k, n, dtype)
+    ridge = roofline.ridge_point(peak, bw)
+    if ai == ridge:
+        return (f"the intensity {ai!r} FLOP/byte is exactly the ridge point {ridge!r}: only an intensity "
+                "strictly BELOW the ridge is memory-bound (use <, not <=)")
+    if abs(ai - ridge) < 1e-9 * ridge or math.floor(ridge) <= ai < ridge:
+        return (f"the intensity {ai!r} FLOP/byte is just below the ridge point {ridge!r}: compute the ridge "
+                "exactly, peak_tflops × 1e12 / (bandwidth_gbs × 1e9), with true division (not //) "
+                "and the exact powers of ten")
     return (f"intensity here is {ai:.1f} FLOP/byte and the ridge point peak/bandwidth is "
             f"{roofline.ridge_point(peak, bw):.1f} FLOP/byte (convert both to FLOP/s and byte/s: "
             f"TFLOP/s ×1e12, GB/s ×1e9); below the ridge the matmul is memory-bound")

@@ -8,7 +8,7 @@ hooks must be gone afterwards.
 The models here are not the lesson's: NaN made mid-network, inf in the very first layer, a model
 whose later layers make the output finite again, nested blocks, a parent whose own inline op is
 the culprit, modules called in a different order than they were registered, a module called
-twice, tuple outputs, an fp16 model. Each wrong idea a learner is likely to have — look only at
+twice, tuple, list and dict outputs, a module whose output is None, an fp16 model. Each wrong idea a learner is likely to have — look only at
 the final output, walk ``named_modules()`` in registration order, check inputs (pre-hooks)
 instead of outputs, hook only leaves, test only ``isnan``, keep the last hit instead of the
 first, forget to remove the hooks — fails at least one of them. A last model's forward *raises*
@@ -122,6 +122,55 @@ class _TupleNet(nn.Module):
         return self.head(h) + 0 * torch.nan_to_num(aux).sum()
 
 
+class _PackedOut(nn.Module):
+    """Returns ``(h, aux)`` packed as a list or a dict; ``aux`` is NaN."""
+
+    def __init__(self, pack):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.pack = pack
+
+    def forward(self, x):
+        h = self.fc(x)
+        aux = torch.log(h.abs() - 10)
+        return [h, aux] if self.pack == "list" else {"h": h, "aux": aux}
+
+
+class _PackedNet(nn.Module):
+    def __init__(self, pack):
+        super().__init__()
+        self.split = _PackedOut(pack)
+        self.head = nn.Linear(4, 2)
+
+    def forward(self, x):
+        out = self.split(x)
+        h = out[0] if isinstance(out, list) else out["h"]
+        return self.head(h)
+
+
+class _Logger(nn.Module):
+    """Records a statistic and returns None (a module whose output is not a tensor at all)."""
+
+    def forward(self, x):
+        self.last_max = float(x.detach().abs().max())
+
+
+class _WithLogger(nn.Module):
+    """stem → a logger that returns None → sqrt (NaN for negative values) → head."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Linear(4, 4)
+        self.log = _Logger()
+        self.root = _Sqrt()
+        self.head = nn.Linear(4, 2)
+
+    def forward(self, x):
+        h = self.stem(x)
+        self.log(h)
+        return self.head(self.root(h))
+
+
 class _RootInline(nn.Module):
     """The model's own forward divides by a norm that is 0 for a zero row: NaN at the root."""
 
@@ -167,6 +216,12 @@ def cases():
         _Shared, _x(7))
     add("tuple_output", "a module returning (h, log(|h| - 10)): the second element of its tuple output is NaN",
         _TupleNet, _x(8))
+    add("list_output", "a module returning the list [h, log(|h| - 10)]: the second element is NaN",
+        lambda: _PackedNet("list"), _x(11))
+    add("dict_output", "a module returning the dict {'h': h, 'aux': log(|h| - 10)}: the 'aux' value is NaN",
+        lambda: _PackedNet("dict"), _x(12))
+    add("none_output", "stem → a logging module whose output is None → sqrt (NaN for negative values) → head",
+        _WithLogger, _x(13))
     add("root_inline", "the model's own forward divides by a row norm that is 0 for an all-zero input row",
         _RootInline, torch.cat([_x(9, 3), torch.zeros(1, 4)]))
     add("all_finite", "a healthy Encoder: every output finite", lambda: _Encoder(8, poison_block=-1), _x(10))
@@ -204,6 +259,11 @@ _HINTS = {
     "shared_module": "A module called twice must not overwrite its first record; remember the first "
                      "non-finite call in time order",
     "tuple_output": "Outputs can be tuples/lists of tensors: check every tensor in them",
+    "list_output": "Outputs can be lists of tensors too: check every tensor in a list or tuple",
+    "dict_output": "Outputs can be dicts of tensors (e.g. {'logits': ..., 'aux': ...}): check every tensor "
+                   "among the dict's values",
+    "none_output": "A module's output need not be a tensor at all (None here): skip what holds no tensor, "
+                   "don't let your hook raise on it",
     "root_inline": "The model itself is a module too; its name in named_modules() is ''",
     "all_finite": "Return None when every output is finite",
 }
