@@ -154,3 +154,25 @@ def test_unsolved_fails_usefully():
         l08.check_train_amp(unsolved)
     with pytest.raises(CheckFailed, match="a function"):
         l08.check_train_amp(None)
+
+
+def no_zero_before_the_loop(model, optimizer, scaler, batches, *, accum_steps=1, max_norm=None,
+                            device_type="cpu", dtype=torch.float16):
+    """Zeroes after each step only: gradients the model arrived with go into the first step."""
+    for i, (x, y) in enumerate(batches, start=1):
+        with torch.autocast(device_type, dtype=dtype):
+            loss = F.cross_entropy(model(x), y) / accum_steps
+        scaler.scale(loss).backward()
+        if i % accum_steps == 0:
+            if max_norm is not None:
+                scaler.unscale_(optimizer)
+                clip(model.parameters(), max_norm)
+            scaler.step(optimizer)
+            scaler.update()
+            optimizer.zero_grad(set_to_none=True)
+
+
+def test_stale_gradients_on_arrival_fail():
+    with pytest.raises(CheckFailed, match="before the first backward") as err:
+        l08.check_train_amp(no_zero_before_the_loop)
+    assert "stale_gradients" in str(err.value)

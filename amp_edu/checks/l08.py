@@ -44,8 +44,11 @@ def reference_train_amp(model, optimizer, scaler, batches, *, accum_steps=1, max
             optimizer.zero_grad(set_to_none=True)
 
 
-def _setup(seed: int, init_scale: float, growth_interval: int):
+def _setup(seed: int, init_scale: float, growth_interval: int, stale: bool = False):
     model = mlp([8, 16, 4], seed=seed)
+    if stale:       # gradients left over from an earlier backward (a gradient check, an evaluation)
+        x, y = _batches(seed + 100, 1)[0]
+        F.cross_entropy(model(x), y).backward()
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     scaler = torch.amp.GradScaler("cpu", init_scale=init_scale, growth_interval=growth_interval)
     return model, opt, scaler
@@ -75,6 +78,8 @@ def situations():
          _batches(4, 4), dict(max_norm=0.05)),
         ("accumulation", "accum_steps=3 over 6 micro-batches (2 optimizer steps), growth_interval=1",
          dict(seed=5, init_scale=2.0 ** 10, growth_interval=1), _batches(5, 6), dict(accum_steps=3)),
+        ("stale_gradients", "the model arrives with .grad left over from an earlier backward (a gradient "
+         "check); 3 batches", dict(seed=7, init_scale=2.0 ** 10, growth_interval=100, stale=True), _batches(7, 3), {}),
         ("everything", "accum_steps=2, max_norm=0.05, init_scale=2**24, micro-batch 5 of 10 overflows in forward",
          dict(seed=6, init_scale=2.0 ** 24, growth_interval=2), _batches(6, 10, bad=(4,)),
          dict(accum_steps=2, max_norm=0.05)),
@@ -94,6 +99,9 @@ _HINTS = {
                 "measures a norm S times too large and clips S times too hard.",
     "accumulation": "Divide each micro-batch loss by accum_steps; unscale_/step/update/zero_grad only after "
                     "every accum_steps-th micro-batch (update() in between changes the scale mid-group).",
+    "stale_gradients": "Zero the gradients before the first backward too (optimizer.zero_grad(set_to_none=True) "
+                       "before the loop): the model may arrive with .grad from an earlier backward, and the "
+                       "first step would include it.",
     "everything": "All of the above together: accumulate scaled gradients, then on the stepping micro-batch "
                   "unscale_ → clip → step → update → zero_grad.",
 }
