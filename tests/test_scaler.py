@@ -18,6 +18,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from amp_edu import scaler as S
+from amp_edu.scaler import _fast as Fast
 from amp_edu.scaler import GradScaler
 
 TorchScaler = torch.amp.GradScaler
@@ -73,7 +74,8 @@ def _update_cases():
                     yield scale, tracker, found, gf, bf, gi
 
 
-@pytest.mark.parametrize("impl", [S.update_scale_, S._update_scale_on_device_], ids=["python-rule", "on-device"])
+@pytest.mark.parametrize("impl", [S.update_scale_, Fast.update_scale_, Fast._update_scale_on_device_],
+                         ids=["readable", "fast", "fast-on-device"])
 def test_update_rule_matches_torch_kernel(impl):
     n = 0
     for scale, tracker, found, gf, bf, gi in _update_cases():
@@ -106,7 +108,7 @@ def test_update_argument_checks_match_torch():
     import numpy as np
     values = [True, np.bool_(True), torch.tensor(True), torch.tensor(2, dtype=torch.uint8), torch.tensor([2.0]),
               fractions.Fraction(2), decimal.Decimal(2), np.int32(2), 2.0, 3, None, "x", np.float32(2.0),
-              np.float64(3.0), torch.tensor(4), torch.tensor(4.0), 2 ** 40]
+              np.float64(3.0), torch.tensor(4), torch.tensor(4.0), 2 ** 40, torch.tensor(2.0, requires_grad=True)]
     for v in values:
         for k in range(3):
             args = [2.0, 0.5, 3]
@@ -114,9 +116,11 @@ def test_update_argument_checks_match_torch():
 
             def call(fn):
                 return fn(torch.tensor(1.0), torch.tensor(0, dtype=torch.int32), torch.tensor(0.0), *args)
-            theirs, ours = outcome(lambda: call(torch._amp_update_scale_)), outcome(lambda: call(S.update_scale_))
-            assert (ours[0], ours[1] if ours[0] != "ok" else None) == \
-                (theirs[0], theirs[1] if theirs[0] != "ok" else None), (k, v)
+            theirs = outcome(lambda: call(torch._amp_update_scale_))
+            for impl in (S.update_scale_, Fast.update_scale_):
+                ours = outcome(lambda: call(impl))
+                assert (ours[0], ours[1] if ours[0] != "ok" else None) == \
+                    (theirs[0], theirs[1] if theirs[0] != "ok" else None), (k, v, impl)
 
 
 def _grad_lists():
@@ -128,10 +132,11 @@ def _grad_lists():
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64])
-@pytest.mark.parametrize("fused", [False, True], ids=["cpu-stacked-sums", "gpu-foreach-norm"])
-def test_check_and_unscale_matches_torch_kernel(dtype, fused, monkeypatch):
-    if fused:   # exercise the GPU strategy (nothing read back) on the CPU
-        monkeypatch.setattr(S, "_reads_are_free", lambda device: False)
+@pytest.mark.parametrize("impl", ["readable", "fast-cpu-stacked-sums", "fast-gpu-foreach-norm"])
+def test_check_and_unscale_matches_torch_kernel(dtype, impl, monkeypatch):
+    if impl == "fast-gpu-foreach-norm":   # exercise the GPU strategy (nothing read back) on the CPU
+        monkeypatch.setattr(Fast, "_reads_are_free", lambda device: False)
+    ours_fn = S.non_finite_check_and_unscale_ if impl == "readable" else Fast.non_finite_check_and_unscale_
     for name, base in _grad_lists():
         base = [t.to(dtype) for t in base]
         first = 1 if name == "odd" else 0                  # element 0 of "odd" is empty
@@ -145,7 +150,7 @@ def test_check_and_unscale_matches_torch_kernel(dtype, fused, monkeypatch):
                 ft, fo = torch.zeros(()), torch.zeros(())
                 iv = torch.tensor(inv)
                 torch._amp_foreach_non_finite_check_and_unscale_(theirs, ft, iv)
-                S.non_finite_check_and_unscale_(ours, fo, iv)
+                ours_fn(ours, fo, iv)
                 case = (name, dtype, poison, where, inv)
                 assert torch.equal(fo, ft), case
                 for a, b in zip(ours, theirs):
@@ -153,25 +158,27 @@ def test_check_and_unscale_matches_torch_kernel(dtype, fused, monkeypatch):
 
 
 def test_check_is_exact_at_the_chunk_boundaries(monkeypatch):
-    monkeypatch.setattr(S, "_CPU_CHUNK", 10)
-    assert S._cpu_has_non_finite({(3,): [torch.tensor([3e38, 3e38, 1.0])]}) is False   # the sum overflows, the values don't
+    monkeypatch.setattr(Fast, "_CPU_CHUNK", 10)
+    assert Fast._cpu_has_non_finite({(3,): [torch.tensor([3e38, 3e38, 1.0])]}) is False   # the sum overflows, the values don't
     for n in (1, 3, 9, 10, 11, 25):
         for k in range(n):
             grads = [torch.ones(3, 3) for _ in range(n)]   # 9 elements: one, then several per stack
             grads[k][2, 1] = -INF
             found = torch.zeros(())
-            S.non_finite_check_and_unscale_(grads, found, torch.tensor(0.5))
+            Fast.non_finite_check_and_unscale_(grads, found, torch.tensor(0.5))
             assert found.item() == 1.0, (n, k)
     found = torch.zeros(())
-    S.non_finite_check_and_unscale_([torch.ones(3, 3)] * 4, found, torch.tensor(1.0))
+    Fast.non_finite_check_and_unscale_([torch.ones(3, 3)] * 4, found, torch.tensor(1.0))
     assert found.item() == 0.0
 
 
-def test_found_inf_is_never_cleared():
+@pytest.mark.parametrize("impl", [S.non_finite_check_and_unscale_, Fast.non_finite_check_and_unscale_],
+                         ids=["readable", "fast"])
+def test_found_inf_is_never_cleared(impl):
     found = torch.ones(())
-    S.non_finite_check_and_unscale_([torch.ones(3)], found, torch.tensor(1.0))
+    impl([torch.ones(3)], found, torch.tensor(1.0))
     assert found.item() == 1.0
-    S.non_finite_check_and_unscale_([], found, torch.tensor(1.0))
+    impl([], found, torch.tensor(1.0))
     assert found.item() == 1.0
 
 
@@ -975,3 +982,25 @@ def test_errors_come_in_torchs_order_when_a_fp16_gradient_precedes_a_non_tensor(
         s.scale(torch.ones((), requires_grad=True))
         with pytest.raises(ValueError, match="FP16"):
             s.unscale_(Opt())
+
+
+@pytest.mark.parametrize("setter", ["set_growth_factor", "set_backoff_factor", "set_growth_interval"])
+@pytest.mark.parametrize("value", [3.0, 4, np.float32(0.25), torch.tensor(0.25), torch.tensor(3.0, requires_grad=True),
+                                   torch.tensor([0.25]), "2", None, True, 1e3, torch.tensor(7)],
+                         ids=lambda v: f"{type(v).__name__}:{v!r}"[:40])
+def test_every_setter_then_an_update_behaves_as_torch(setter, value):
+    """torch's setters store anything; its update() then refuses what _amp_update_scale_'s argument
+    parser refuses (a tensor that requires grad is a TypeError). Ours does the same, in the same words."""
+    def script(cls):
+        torch.manual_seed(0)
+        model = nn.Linear(3, 2)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        scaler = cls("cpu", growth_interval=1)
+        getattr(scaler, setter)(value)
+        scaler.scale(model(torch.randn(4, 3)).sum()).backward()
+        scaler.step(opt)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")            # torch warns on float(requires-grad tensor) too
+            scaler.update()
+        return scaler.get_scale(), scaler._get_growth_tracker()
+    assert outcome(lambda: script(GradScaler)) == outcome(lambda: script(TorchScaler))
