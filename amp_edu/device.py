@@ -451,7 +451,7 @@ def provenance_line(device: torch.device | str | None = None, *, when=None) -> s
     if i.device == "cuda":
         where = f"{i.name} (sm_{''.join(map(str, i.compute_capability))}, CUDA {i.cuda_version})"
     else:
-        where = f"{i.name} ({i.cpu_class.name} class, {i.threads} threads)"
+        where = f"{i.name} ({i.cpu_class.name} class, {i.threads} thread{'s' if i.threads != 1 else ''})"
     return (f"outputs below produced on: {where}, torch {i.torch_version}, {when:%Y-%m-%d}; "
             f"timings, speed-ups and anything that depends on the machine's class differ on another machine")
 
@@ -466,7 +466,8 @@ def setup_line(device: torch.device | str | None = None) -> str:
         support = (f"sm_{cc}, Tensor Cores {'yes' if i.tensor_cores else 'no'}, "
                    f"native bf16 {'yes' if i.bf16_native else 'no'}, fp8 {'yes' if i.fp8 else 'no'}")
     else:
-        support = f"{i.threads} threads, ATen {i.cpu_capability}, {_cpu_support(i.cpu_class)}"
+        support = (f"{i.threads} thread{'s' if i.threads != 1 else ''}, ATen {i.cpu_capability}, "
+                   f"{_cpu_support(i.cpu_class)}")
     return (f"device: {i.device} ({i.name}) | {support} | torch {i.torch_version} | mode: {mode}\n"
             + provenance_line(device))
 
