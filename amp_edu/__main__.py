@@ -26,9 +26,9 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def _grade_default(name: str):
-    from .course import grade
-    return getattr(grade, name)
+def _limits():
+    from .course import limits
+    return limits
 
 
 def main(argv=None) -> int:
@@ -44,19 +44,25 @@ def main(argv=None) -> int:
                        "Exit status: 0 every check passed, 1 some did not, 2 bad usage.")
     g.add_argument("paths", nargs="+", metavar="PATH",
                    help="a .ipynb notebook, or a folder: every .ipynb under it (checkpoints skipped)")
-    g.add_argument("--timeout", type=_seconds, default=_grade_default("DEFAULT_TIMEOUT"),
+    g.add_argument("--timeout", type=_seconds, default=_limits().DEFAULT.cell_s,
                    metavar="SECONDS", help="time limit per cell (default %(default)g s)")
     g.add_argument("--notebook-timeout", type=_seconds, default=None, metavar="SECONDS",
                    help="time limit per notebook (default: %s x the cell limit)"
-                   % _grade_default("NOTEBOOK_FACTOR"))
+                   % _limits().NOTEBOOK_FACTOR)
+    g.add_argument("--start-timeout", type=_seconds, default=_limits().DEFAULT.start_s, metavar="SECONDS",
+                   help="time a kernel may take to start (default %(default)g s)")
+    g.add_argument("--sandbox", choices=("auto", "bwrap", "none"), default="auto",
+                   help="run each kernel in bubblewrap: auto (when available, else warn), bwrap "
+                   "(required), none (plain processes; see the README's 'For instructors')")
     g.add_argument("--jobs", type=_positive_int, default=1, metavar="N",
                    help="grade N notebooks at once (default 1); results do not depend on N")
     g.add_argument("--csv", metavar="FILE", help="write rows notebook,check,status,detail")
     g.add_argument("--json", metavar="FILE", help="write the same rows with the full messages")
     g.add_argument("--smoke", action="store_true", help="run with AMP_EDU_SMOKE=1 (tiny sizes)")
     g.add_argument("--own-checks", action="store_true",
-                   help="grade each notebook's check cells as they are (by default a check the course "
-                   "knows is graded with the course's own version, and a missing one is an error)")
+                   help="grade each notebook's check cells as they are, for an instructor's own "
+                   "exercises (by default a notebook must be a course exercise, recognised by its "
+                   "metadata, file name or checks, and is graded with the course's own checks)")
     n = sub.add_parser("nbgrader", help="write an nbgrader course folder from solutions/")
     n.add_argument("dir", metavar="DIR", help="the nbgrader course folder to create")
     n.add_argument("--solutions", metavar="DIR", default=None,
@@ -83,11 +89,11 @@ def main(argv=None) -> int:
         return 0
     if args.cmd == "grade":
         from .course import classgrade
+        limits = _limits().GradeLimits(args.timeout, args.notebook_timeout, args.start_timeout)
         try:
-            return classgrade.main(args.paths, timeout=args.timeout,
-                                   notebook_timeout=args.notebook_timeout, jobs=args.jobs,
+            return classgrade.main(args.paths, limits=limits, jobs=args.jobs,
                                    csv_path=args.csv, json_path=args.json, smoke=args.smoke,
-                                   course_checks=not args.own_checks)
+                                   course_checks=not args.own_checks, sandbox_mode=args.sandbox)
         except classgrade.UsageError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2

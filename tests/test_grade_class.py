@@ -23,7 +23,8 @@ import psutil
 import pytest
 
 from amp_edu.__main__ import main
-from amp_edu.course import classgrade, grade, kernel
+from amp_edu.course import classgrade, kernel
+from amp_edu.course.limits import GradeLimits
 
 ROOT = Path(__file__).resolve().parents[1]
 LIMIT = 3.0            # the per-cell limit these tests grade with (seconds)
@@ -37,6 +38,11 @@ CHECK_G = "# CHECK: second\nprint('PASS second')"
 HANG = "import time\nwhile True:\n    time.sleep(0.2)"
 
 
+def grade_own(path, cell_s: float = LIMIT, notebook_s: float | None = None) -> classgrade.NotebookResult:
+    """Grade a notebook of these tests' own (not course) checks with short limits."""
+    return classgrade.grade_file(path, limits=GradeLimits(cell_s, notebook_s), course_checks=False)
+
+
 def write_nb(path: Path, *sources: str) -> Path:
     cells = [nbformat.v4.new_markdown_cell(s[3:]) if s.startswith("MD:") else nbformat.v4.new_code_cell(s)
              for s in sources]
@@ -47,6 +53,13 @@ def write_nb(path: Path, *sources: str) -> Path:
 
 def by_check(result: classgrade.NotebookResult) -> dict:
     return {c.name: c for c in result.checks}
+
+
+def _name(p: psutil.Process) -> str:
+    try:
+        return p.name()
+    except psutil.Error:          # it ended meanwhile (the sandbox starts short-lived helpers)
+        return ""
 
 
 def kernel_pids() -> set[int]:
@@ -63,7 +76,7 @@ def test_a_hanging_cell_is_a_timeout_at_its_cell_and_the_kernel_is_killed(tmp_pa
     nb = write_nb(tmp_path / "hang.ipynb", "MD:# title", SOLVED, CHECK_F, HANG, CHECK_G)
     before = kernel_pids()
     t0 = time.monotonic()
-    r = classgrade.grade_file(nb, timeout=LIMIT)
+    r = grade_own(nb)
     elapsed = time.monotonic() - t0
     checks = by_check(r)
     assert checks["double"].status == "pass"
@@ -77,7 +90,7 @@ def test_a_hanging_cell_is_a_timeout_at_its_cell_and_the_kernel_is_killed(tmp_pa
 
 def test_the_hanging_check_cell_itself_reports_how_long_it_ran(tmp_path):
     nb = write_nb(tmp_path / "hang.ipynb", SOLVED, "# CHECK: double\n" + HANG)
-    [c] = grade.grade(nb, timeout=LIMIT)
+    [c] = grade_own(nb).checks
     assert (c.status, c.ok) == ("timeout", False)
     assert c.detail == f"cell 2 (`# CHECK: double`) did not finish within the {LIMIT:g} s limit per cell; kernel killed"
     ran = float(c.message.split("was still running after ")[1].split(" s")[0])
@@ -87,7 +100,7 @@ def test_the_hanging_check_cell_itself_reports_how_long_it_ran(tmp_path):
 def test_the_notebook_as_a_whole_is_bounded_too(tmp_path):
     step = "import time; time.sleep(1.5)"
     nb = write_nb(tmp_path / "slow.ipynb", step, step, step, CHECK_G)
-    [c] = grade.grade(nb, timeout=LIMIT, notebook_timeout=2.5)
+    [c] = grade_own(nb, notebook_s=2.5).checks
     assert c.status == "timeout" and "the notebook's 2.5 s limit" in c.message, c.message
 
 
@@ -100,7 +113,7 @@ def test_the_notebook_as_a_whole_is_bounded_too(tmp_path):
 def test_a_kernel_that_dies_is_reported_at_its_cell_within_seconds(tmp_path, death, how):
     nb = write_nb(tmp_path / "dies.ipynb", SOLVED, CHECK_F, death, CHECK_G)
     t0 = time.monotonic()
-    r = classgrade.grade_file(nb, timeout=60)       # the limit is far away: death is noticed, not waited out
+    r = grade_own(nb, 60)       # the limit is far away: death is noticed, not waited out
     elapsed = time.monotonic() - t0
     checks = by_check(r)
     assert checks["double"].status == "pass"
@@ -131,7 +144,7 @@ def test_files_that_are_not_notebooks_are_error_rows(tmp_path):
     write_nb(tmp_path / "nochecks.ipynb", "x = 1")
     for name, words in [("notjson.ipynb", "not a notebook"), ("list.ipynb", "not a notebook"),
                         ("notes.txt", "not a .ipynb file"), ("nochecks.ipynb", "no check cells")]:
-        r = classgrade.grade_file(tmp_path / name, timeout=LIMIT)
+        r = grade_own(tmp_path / name)
         [row] = classgrade.rows([r])
         assert (row["check"], row["status"]) == ("(notebook)", "error"), row
         assert words in row["detail"], row
@@ -163,7 +176,7 @@ def test_a_folder_of_mixed_submissions_csv_json_exit_status_and_jobs(tmp_path, c
     before = digest(subs)
     monkeypatch.chdir(tmp_path)
     csv_path, json_path = tmp_path / "grades.csv", tmp_path / "grades.json"
-    rc = main(["grade", "subs", "--timeout", str(LIMIT), "--jobs", "2",
+    rc = main(["grade", "subs", "--own-checks", "--timeout", str(LIMIT), "--jobs", "2",
                "--csv", str(csv_path), "--json", str(json_path)])
     out, err = capsys.readouterr()
     assert rc == 1
@@ -209,18 +222,18 @@ def test_a_folder_of_mixed_submissions_csv_json_exit_status_and_jobs(tmp_path, c
     assert out.rstrip().splitlines()[-2] == "1/6 notebooks passed every check"
 
     # the same class with one kernel at a time gives the same rows
-    again = classgrade.grade_class([subs], jobs=1, timeout=LIMIT)
+    again = classgrade.grade_class([subs], jobs=1, limits=GradeLimits(LIMIT), course_checks=False)
     assert [(r["notebook"], r["check"], r["status"], r["detail"]) for r in classgrade.rows(again)] == got
 
 
 def test_one_notebook_keeps_the_per_check_report_and_exit_codes(tmp_path, capsys):
     ok = write_nb(tmp_path / "ok.ipynb", SOLVED, CHECK_F, CHECK_G)
-    assert main(["grade", str(ok), "--timeout", "30"]) == 0
+    assert main(["grade", str(ok), "--own-checks", "--timeout", "30"]) == 0
     out = capsys.readouterr().out
     assert "[PASS] double\n[PASS] second\n2/2 checks passed" in out
 
     bad = write_nb(tmp_path / "bad.ipynb", "def f(x):\n    return x", CHECK_F, CHECK_G)
-    assert main(["grade", str(bad), "--timeout", "30"]) == 1
+    assert main(["grade", str(bad), "--own-checks", "--timeout", "30"]) == 1
     out = capsys.readouterr().out
     assert "[FAIL] double\n       AssertionError: FAIL double" in out and "hint: multiply by two" in out
 
@@ -260,7 +273,7 @@ def test_a_signal_stops_the_run_reports_it_and_leaves_no_process(tmp_path, sig):
     children_before = {p.pid for p in me.children(recursive=True)}
     csv_path = tmp_path / "partial.csv"
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    proc = subprocess.Popen([sys.executable, "-m", "amp_edu", "grade", str(subs), "--timeout", "120",
+    proc = subprocess.Popen([sys.executable, "-m", "amp_edu", "grade", str(subs), "--own-checks", "--timeout", "120",
                              "--csv", str(csv_path)], cwd=tmp_path, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -269,7 +282,7 @@ def test_a_signal_stops_the_run_reports_it_and_leaves_no_process(tmp_path, sig):
         while time.monotonic() < deadline:       # wait until carol's kernel and its child run
             family = psutil.Process(proc.pid).children(recursive=True)
             seen |= {p.pid for p in family}
-            if any(p.name() == "sleep" for p in family):
+            if any(_name(p) == "sleep" for p in family):
                 break
             time.sleep(0.1)
         else:

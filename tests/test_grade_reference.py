@@ -1,8 +1,12 @@
-"""A learner cannot pass by editing or deleting a check cell: the course's own checks are graded."""
+"""The course's own checks: known once, parsed into the call the grader runs, and a submission
+recognised as its exercise by metadata, file name, nbgrader ids or check names."""
 
 from __future__ import annotations
 
 from pathlib import Path
+
+import nbformat
+import pytest
 
 from amp_edu.course import classgrade, grade, notebook, reference
 
@@ -19,31 +23,59 @@ def tampered():
     return nb, name1, name2
 
 
-def test_every_solution_check_is_known_once():
+def test_every_solution_check_is_known_once_and_parsed_into_its_call():
     refs = reference.course_checks()
     for path in sorted((ROOT / "solutions").glob("*.ipynb")):
         names = [n for _, n in grade.check_cells(notebook.read(path))]
         assert names and all(refs[n].lesson == path.name for n in names)
+        assert list(reference.lesson_checks(refs, path.name)) == names
+    assert (refs["decode"].module, refs["decode"].function, refs["decode"].args) == \
+        ("amp_edu.checks.l01", "check_decode", "decode")
+    assert refs["arithmetic_intensity"].module == "amp_edu.checks.l06"        # the `l06.check_x(...)` form
 
 
-def test_restore_puts_the_course_check_back_and_names_the_missing_one():
-    nb, name1, name2 = tampered()
-    edited, missing = reference.restore(nb, reference.course_checks())
-    assert (edited, missing) == ([name1], [name2])
-    ref = notebook.read(EXERCISE)
-    assert nb.cells[grade.check_cells(nb)[0][0]].source == ref.cells[grade.check_cells(ref)[0][0]].source
-    # a notebook of someone else's exercises is left alone
-    assert reference.restore(notebook.read(EXERCISE), {}) == ([], [])
+@pytest.mark.parametrize("source", ["print('PASS')", "x = check_decode(decode)", "import os",
+                                    "check_decode(decode); print(1)", "os.system('x')(1)"])
+def test_a_check_cell_of_another_shape_is_refused(source):
+    with pytest.raises(ValueError, match="check cell"):
+        reference.parse_call(source, "01_x.ipynb")
+
+
+def test_recognise_by_metadata_name_nbgrader_ids_and_check_names():
+    refs = reference.course_checks()
+    nb = notebook.read(EXERCISE)
+    assert reference.recognise(nb, "anything.ipynb", refs) == ("01_number_formats.ipynb",
+                                                               "its metadata says 01_number_formats")
+    nb.metadata.pop("amp_edu")
+    assert reference.recognise(nb, "01_number_formats (1).ipynb", refs)[1] == "by its file name"
+    assert reference.recognise(nb, "ex.ipynb", refs) == ("01_number_formats.ipynb", "by the course checks it holds")
+    plain = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1")])
+    plain.cells[0].metadata["nbgrader"] = {"grade_id": "check_unscale"}
+    assert reference.recognise(plain, "ex.ipynb", refs) == ("04_gradscaler_from_scratch.ipynb",
+                                                            "by its nbgrader cell ids")
+    plain.cells[0].metadata.pop("nbgrader")
+    lesson, why = reference.recognise(plain, "ex.ipynb", refs)
+    assert lesson is None and why.startswith("not recognised as a course exercise")
+
+
+def test_edited_means_more_than_whitespace():
+    ref = reference.course_checks()["decode"]
+    assert not reference.is_edited(ref.source + "\n\n   ", ref)
+    assert reference.is_edited(ref.source + "\nprint('PASS')", ref)
 
 
 def test_a_tampered_submission_is_graded_with_the_course_checks(tmp_path):
     nb, name1, name2 = tampered()
     path = tmp_path / "sneaky.ipynb"
     notebook.write(nb, path)
-    r = classgrade.grade_file(path, smoke=True, timeout=120)
+    r = classgrade.grade_file(path, smoke=True)
     got = {c.name: c for c in r.checks}
     assert got[name1].status == "fail" and "NotImplementedError" in got[name1].message
-    assert classgrade.EDITED_NOTE in got[name1].message
-    assert got[name2].status == "error" and got[name2].detail == classgrade.MISSING.format(name=name2)
+    assert got[name1].edited and grade.EDITED_NOTE in got[name1].message
+    assert got[name1].detail.startswith("edited check restored: hint:")
+    assert got[name2].status == "error" and got[name2].detail == grade.MISSING.format(name=name2)
     [row] = [x for x in classgrade.rows([r], full=True) if x["check"] == name2]
     assert row["cell"] is None
+    [row] = [x for x in classgrade.rows([r]) if x["check"] == name1]
+    assert row["detail"].startswith("edited check restored:")            # in the CSV too
+    assert "FAIL*" in classgrade.summary_table([r])

@@ -39,8 +39,7 @@ def cells(nb) -> list[tuple[str, str]]:
 def nbgrader_config() -> Config:
     """The configuration ``nbgrader_config.py`` sets, loaded the way nbgrader loads it."""
     cfg = Config()
-    exec(nbgrader.CONFIG.format(begin=exercises.BEGIN, end=exercises.END, code_stub=nbgrader.CODE_STUB,
-                                text_stub=nbgrader.TEXT_STUB, timeout=300), {"get_config": lambda: cfg})
+    exec(nbgrader.config_text(), {"get_config": lambda: cfg})
     return cfg
 
 

@@ -111,11 +111,20 @@ def strip(nb):
     return nb
 
 
+def exercise(solution_path) -> "nbformat.NotebookNode":
+    """The exercise made from the solution at ``solution_path``: :func:`strip`, plus the metadata
+    ``{"amp_edu": {"exercise": "<NN_name>"}}`` by which the grader recognises it whatever the
+    learner renames the file to (:func:`amp_edu.course.reference.recognise`)."""
+    path = Path(solution_path)
+    nb = strip(notebook.read(path))
+    nb.metadata["amp_edu"] = {"exercise": path.stem}
+    return nb
+
+
 def expected_exercises(solutions_dir: Path | None = None) -> dict[str, str]:
     """``{filename: notebook JSON text}`` that ``exercises/`` should hold."""
     solutions_dir = Path(solutions_dir or checkout_root() / "solutions")
-    return {p.name: nbformat.writes(strip(notebook.read(p))) + "\n"
-            for p in sorted(solutions_dir.glob("*.ipynb"))}
+    return {p.name: nbformat.writes(exercise(p)) + "\n" for p in sorted(solutions_dir.glob("*.ipynb"))}
 
 
 def generate(solutions_dir: Path | None = None, exercises_dir: Path | None = None) -> list[Path]:

@@ -6,40 +6,55 @@ the expected and the actual answer, and a hint. The notebook runs top to bottom 
 (:class:`amp_edu.course.kernel.Kernel`), one cell at a time, and a cell that raises does not stop
 the run — exactly like "Run All" with errors allowed. Each check ends with one status:
 
-``pass``     the check cell ran without raising;
-``fail``     the grader said the answer is wrong (an ``AssertionError``; the message has a hint);
-``error``    the check cell raised anything else, or the kernel died before the check could run;
-``timeout``  the check cell, or an earlier cell, was still running at its time limit.
+``pass``      the check ran without raising;
+``fail``      the grader said the answer is wrong (an ``AssertionError``; the message has a hint);
+``error``     the check raised anything else, the kernel died before it could run, or it is missing;
+``timeout``   the check cell, or an earlier cell, was still running at its time limit;
+``tampered``  the notebook changed what the checks run (:mod:`amp_edu.course.integrity`): never a pass.
 
-Limits: each cell may run ``timeout`` seconds, the whole notebook ``notebook_timeout`` (by default
-:data:`NOTEBOOK_FACTOR` × ``timeout``). A cell past its limit, or a kernel that dies (``os._exit``,
-a segfault, the out-of-memory killer), ends the run: the kernel is killed and every check not yet
-run is reported with the status and the cell that stopped it. Cells are numbered from 1 in notebook
+**A course exercise** (``exercise`` given: the lesson's :class:`~amp_edu.course.reference.ReferenceCheck`
+list) is graded with the course's checks, not with what its cells say. Before the first cell the
+grader installs its guard in the kernel (:func:`amp_edu.course.integrity.install`); each check cell
+is replaced by the course's call, evaluated through the protocol's ``user_expressions`` on the
+function the guard holds, between two snapshots that the grader compares with the first. A check
+cell that differs from the course's is reported ``edited``; a check of the exercise that the
+notebook lacks is an ``error`` naming it; a ``# CHECK:`` line that is not one of the exercise's is
+run as ordinary code and noted. **An instructor's own exercise** (``exercise=None``) runs its check
+cells as they are.
+
+Limits (:class:`~amp_edu.course.limits.GradeLimits`): each cell may run ``cell_s`` seconds, the
+whole notebook ``notebook_s``. A cell past its limit, or a kernel that dies (``os._exit``, a
+segfault, the out-of-memory killer), ends the run: the kernel is killed and every check not yet run
+is reported with the status and the cell that stopped it. Cells are numbered from 1 in notebook
 order (markdown cells count), and quoted by their first line so an instructor can find them.
 
-The learner's file is only read: the kernel runs in a temporary folder, and with ``amp_edu``
-importable from it. :mod:`amp_edu.course.classgrade` grades many notebooks with this.
+The learner's file is only read: the kernel runs in ``cwd`` (a temporary folder by default).
+:mod:`amp_edu.course.classgrade` grades many notebooks with this.
 """
 
 from __future__ import annotations
 
+import ast
+import json
 import re
+import secrets
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, field
 
 import nbformat
 
-from . import notebook
-from .kernel import Kernel
+from . import integrity, reference
+from .kernel import Kernel, KernelError
+from .limits import DEFAULT, GradeLimits
+from .sandbox import Isolation
 
 CHECK_RE = re.compile(r"^#\s*CHECK:\s*(?P<name>.+?)\s*$")
-STATUSES = ("pass", "fail", "error", "timeout")
-DEFAULT_TIMEOUT = 300.0      # seconds per cell: the slowest exercise cell takes a few seconds on a CPU
-NOTEBOOK_FACTOR = 4          # the default whole-notebook limit, in units of the per-cell limit
+STATUSES = ("pass", "fail", "error", "timeout", "tampered")
 FAIL_ENAMES = {"AssertionError", "CheckFailed"}   # a grader's verdict (checks.core.CheckFailed)
+EDITED_NOTE = "this check cell had been edited; it was graded with the course's own version"
+MISSING = "the check cell `# CHECK: {name}` is missing from this notebook"
 
 
 class GradingInterrupted(RuntimeError):
@@ -48,14 +63,17 @@ class GradingInterrupted(RuntimeError):
 
 @dataclass
 class CheckResult:
-    """One check of one notebook. ``cell`` is the check cell's 0-based index in ``nb.cells``;
-    ``message`` the grader's full message (its PASS line, or the error / limit it hit)."""
+    """One check of one notebook. ``cell`` is the check cell's 0-based index in ``nb.cells``
+    (-1 when the cell is missing); ``message`` the grader's full message (its PASS line, or the
+    error / limit it hit); ``edited``: the cell differed from the course's and was not run as written."""
 
     name: str
     cell: int
     ok: bool
     message: str
     status: str = ""
+    edited: bool = False
+    was: str = ""          # once tampered: the status and detail the check itself gave
 
     def __post_init__(self):
         if not self.status:
@@ -65,8 +83,33 @@ class CheckResult:
 
     @property
     def detail(self) -> str:
-        """One line for a table: a grader's ``hint:`` line when it has one, else the first line."""
-        return first_line(self.message)
+        """One line for a table: a grader's ``hint:`` line when it has one, else the first line;
+        prefixed ``edited check restored:`` when the cell had been edited."""
+        line = first_line(self.message)
+        return f"edited check restored: {line}" if self.edited else line
+
+
+@dataclass
+class Graded:
+    """What grading one notebook found: the checks, what was tampered with, and notes."""
+
+    checks: list[CheckResult] = field(default_factory=list)
+    findings: list[str] = field(default_factory=list)     # what the notebook changed (→ tampered)
+    notes: list[str] = field(default_factory=list)        # worth telling, not a grade
+    leftovers: list[str] = field(default_factory=list)    # processes the notebook left running
+
+    def mark_tampered(self, findings: list[str]) -> None:
+        """Add ``findings``; then every check is ``tampered``, its message saying what was found
+        and what the check itself gave."""
+        self.findings += [f for f in findings if f not in self.findings]
+        if not self.findings:
+            return
+        what = "; ".join(self.findings)
+        for c in self.checks:
+            if c.status != "tampered":
+                c.was = f"{c.status}: {first_line(c.message)}"
+            c.status, c.ok = "tampered", False
+            c.message = f"tampered: {what}\n(the check itself: {c.was})"
 
 
 def first_line(message: str) -> str:
@@ -96,120 +139,225 @@ def cell_label(nb, i: int) -> str:
     return f"cell {i + 1} (`{head}`)"
 
 
-def _store_outputs(cell, run, count: int) -> None:
+def _store_outputs(cell, run, count: int, error: dict | None = None) -> None:
     """Put what the cell printed / raised into the notebook, as "Run All" would."""
     outs = []
     if run.stdout:
         outs.append(nbformat.v4.new_output("stream", name="stdout", text=run.stdout))
     if run.stderr:
         outs.append(nbformat.v4.new_output("stream", name="stderr", text=run.stderr))
-    if run.status == "error":
-        outs.append(nbformat.v4.new_output("error", ename=run.ename, evalue=run.evalue,
-                                           traceback=run.traceback))
+    err = error or ({"ename": run.ename, "evalue": run.evalue, "traceback": run.traceback}
+                    if run.status == "error" else None)
+    if err:
+        outs.append(nbformat.v4.new_output("error", ename=err.get("ename", ""), evalue=err.get("evalue", ""),
+                                           traceback=err.get("traceback", [])))
     cell.outputs = outs
     cell.execution_count = count if run.status in ("ok", "error") else None
 
 
-def grade_notebook(nb, cwd=None, *, smoke: bool = False, timeout: float = DEFAULT_TIMEOUT,
-                   notebook_timeout: float | None = None,
-                   stop: threading.Event | None = None) -> list[CheckResult]:
-    """Run ``nb`` (outputs are stored in it) and return one :class:`CheckResult` per check cell.
+def grade_notebook(nb, cwd=None, *, exercise: dict[str, reference.ReferenceCheck] | None = None,
+                   limits: GradeLimits = DEFAULT, smoke: bool = False,
+                   stop: threading.Event | None = None, isolation: Isolation | None = None,
+                   package_root=None) -> Graded:
+    """Run ``nb`` (outputs are stored in it) and grade it; see the module docstring.
 
-    ``cwd`` is the kernel's working folder (a fresh temporary one if ``None``). Raises
-    ``ValueError`` if ``nb`` has no check cell, :class:`~amp_edu.course.kernel.KernelError` if
-    the kernel does not start, :class:`GradingInterrupted` if ``stop`` is set meanwhile.
+    ``exercise``: the course checks of the exercise ``nb`` is (``None``: grade its own check cells).
+    ``cwd`` is the kernel's working folder (a fresh temporary one if ``None``); ``isolation`` and
+    ``package_root`` are passed to :class:`~amp_edu.course.kernel.Kernel`. Raises ``ValueError`` if
+    there is nothing to grade, :class:`~amp_edu.course.kernel.KernelError` if the kernel does not
+    start, :class:`GradingInterrupted` if ``stop`` is set meanwhile.
     """
-    checks = dict(check_cells(nb))
-    if not checks:
+    if not isinstance(limits, GradeLimits):
+        raise TypeError(f"limits must be a GradeLimits, got {type(limits).__name__}")
+    if exercise is None and not check_cells(nb):
         raise ValueError("this notebook has no check cells (cells starting with '# CHECK: <name>')")
-    if timeout <= 0:
-        raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
-    budget = notebook_timeout if notebook_timeout is not None else NOTEBOOK_FACTOR * timeout
-    if budget <= 0:
-        raise ValueError(f"notebook_timeout must be a positive number of seconds, got {budget!r}")
+    if exercise is not None and not exercise:
+        raise ValueError("exercise must name at least one course check")
     with tempfile.TemporaryDirectory(prefix="amp_edu_grade_") as tmp:
-        return _run(nb, cwd or tmp, checks, smoke=smoke, timeout=timeout, budget=budget, stop=stop)
+        return _Run(nb, str(cwd or tmp), exercise, limits, smoke, stop, isolation, package_root).go()
 
 
-def _run(nb, cwd, checks, *, smoke, timeout, budget, stop) -> list[CheckResult]:
-    t0 = time.monotonic()
-    results: dict[int, CheckResult] = {}
-    halted: tuple[str, str] | None = None      # (status, why) for the checks that never ran
-    last_error = ""                            # the latest non-check cell that raised
-    env = {"AMP_EDU_SMOKE": "1" if smoke else "0"}
-    with Kernel(cwd, env=env, stop=stop, start_timeout=min(60.0, budget)) as k:
+class _Run:
+    """One notebook's grading (the state the cell loop shares)."""
+
+    def __init__(self, nb, cwd, exercise, limits, smoke, stop, isolation, package_root):
+        self.nb, self.cwd, self.exercise, self.limits = nb, cwd, exercise, limits
+        self.smoke, self.stop, self.isolation, self.package_root = smoke, stop, isolation, package_root
+        self.out = Graded()
+        self.results: dict[int, CheckResult] = {}
+        self.halted: tuple[str, str] | None = None       # (status, why) for the checks that never ran
+        self.last_error = ""                             # the latest non-check cell that raised
+        self.token = secrets.token_hex(12)
+        self.handle = integrity.HANDLE + self.token
+        self.base: dict | None = None
+        self.t0 = time.monotonic()
+
+    # -- which cells are checks ----------------------------------------------------------------
+    def _checks(self) -> dict[int, str]:
+        found = dict(check_cells(self.nb))
+        if self.exercise is None:
+            return found
+        ours, seen = {}, set()
+        for i, name in found.items():
+            if name in self.exercise and name not in seen:
+                ours[i] = name
+                seen.add(name)
+            else:
+                why = ("a second copy of" if name in seen else "not one of this exercise's checks:")
+                self.out.notes.append(f"{cell_label(self.nb, i)}: `# CHECK: {name}` is {why} "
+                                      "a course check; run as ordinary code, not graded")
+        return ours
+
+    def go(self) -> Graded:
+        checks = self._checks()
+        env = {"AMP_EDU_SMOKE": "1" if self.smoke else "0"}
+        start = min(self.limits.start_s, self.limits.notebook_s)
+        with Kernel(self.cwd, env=env, stop=self.stop, start_timeout=start, isolation=self.isolation,
+                    package_root=self.package_root) as k:
+            if self.exercise is not None:
+                self._install(k)
+            self._cells(k, checks)
+        self.out.leftovers = list(k.leftovers)
+        if self.out.leftovers:
+            self.out.notes.append(f"the notebook left {len(self.out.leftovers)} process(es) running, "
+                                  f"killed: {', '.join(self.out.leftovers)}")
+        for i, name in checks.items():
+            if i in self.results:
+                self.out.checks.append(self.results[i])
+            else:
+                status, why = self.halted or ("error", "did not run")
+                self.out.checks.append(CheckResult(name, i, False, f"not run: {why}", status,
+                                                   edited=self._edited(i, name)))
+        if self.exercise is not None:
+            present = set(checks.values())
+            self.out.checks += [CheckResult(n, -1, False, MISSING.format(name=n), "error")
+                                for n in self.exercise if n not in present]
+        self.out.mark_tampered([])
+        return self.out
+
+    def _edited(self, i: int, name: str) -> bool:
+        return self.exercise is not None and reference.is_edited(self.nb.cells[i].source, self.exercise[name])
+
+    # -- the guard -----------------------------------------------------------------------------
+    def _install(self, k: Kernel) -> None:
+        spec = {n: (r.module, r.function) for n, r in self.exercise.items()}
+        code = (f"__import__('amp_edu.course.integrity', fromlist=['install'])"
+                f".install(get_ipython(), {self.token!r}, {spec!r})")
+        run = k.run(code, timeout=self._left(), store_history=False,
+                    expressions={"snapshot": f"{self.handle}.snapshot()"})
+        if run.status != "ok":
+            raise KernelError(f"the grader could not set up the course's checks in the kernel "
+                              f"({run.status}): {run.ename or run.exit_detail}: {first_line(run.evalue)}")
+        self.base = self._snapshot(run.expressions.get("snapshot"))
+        if self.base is None:
+            raise KernelError("the grader could not take its first snapshot in the kernel")
+
+    def _snapshot(self, reply: dict | None) -> dict | None:
+        if not reply or reply.get("status") != "ok":
+            return None
+        try:
+            return json.loads(ast.literal_eval(reply["data"]["text/plain"]))
+        except (ValueError, SyntaxError, KeyError, TypeError):
+            return None
+
+    def _verify(self, run) -> None:
+        """Compare the snapshots taken around a check with the first one (on the grader's side)."""
+        for when in ("before", "after"):
+            snap = self._snapshot(run.expressions.get(when))
+            if snap is None:
+                reply = run.expressions.get(when) or {}
+                self.out.mark_tampered([f"the grader's snapshot {when} the check failed "
+                                        f"({reply.get('ename', 'no answer')}: {first_line(reply.get('evalue', ''))})"])
+            else:
+                self.out.mark_tampered(integrity.compare(self.base, snap))
+
+    # -- the cells -----------------------------------------------------------------------------
+    def _left(self) -> float:
+        return min(self.limits.cell_s, self.limits.notebook_s - (time.monotonic() - self.t0))
+
+    def _cells(self, k: Kernel, checks: dict[int, str]) -> None:
         count = 0
-        for i, cell in enumerate(nb.cells):
+        for i, cell in enumerate(self.nb.cells):
             if cell.cell_type != "code" or not cell.source.strip():
                 continue
-            left = budget - (time.monotonic() - t0)
-            limit = min(timeout, left)
+            limit = self._left()
             if limit <= 0:
-                halted = ("timeout", f"the notebook's {budget:g} s limit was reached before "
-                                     f"{cell_label(nb, i)}")
-                break
+                self.halted = ("timeout", f"the notebook's {self.limits.notebook_s:g} s limit was reached "
+                                          f"before {cell_label(self.nb, i)}")
+                return
             count += 1
-            run = k.run(cell.source, timeout=limit)
-            _store_outputs(cell, run, count)
-            where = cell_label(nb, i)
-            if run.status == "stopped":
-                raise GradingInterrupted(f"stopped while running {where}")
-            if run.status == "timeout":
-                which = (f"the {timeout:g} s limit per cell" if limit == timeout
-                         else f"the notebook's {budget:g} s limit")
-                why = (f"{where} did not finish within {which}; kernel killed\n"   # no timing on line 1:
-                       f"(it was still running after {run.seconds:.1f} s)")             # reports stay equal
-                if i in checks:
-                    results[i] = CheckResult(checks[i], i, False, why, "timeout")
-                halted = ("timeout", f"{where} timed out ({which})")
-                break
-            if run.status == "died":
-                why = f"kernel died in {where}: {run.exit_detail}"
-                if i in checks:
-                    msg = why + (f"\n{run.stderr}" if run.stderr else "")
-                    results[i] = CheckResult(checks[i], i, False, msg, "error")
-                halted = ("error", why)
-                break
-            if i not in checks:
-                if run.status == "error":
-                    last_error = f"{where} raised {run.ename}: {first_line(run.evalue)}"
-                continue
-            if run.status == "ok":
-                results[i] = CheckResult(checks[i], i, True, run.stdout.strip(), "pass")
+            course = self.exercise is not None and i in checks
+            if course:
+                ref = self.exercise[checks[i]]
+                call = f"{self.handle}.run({checks[i]!r}{', ' if ref.args else ''}{ref.args})"
+                snap = f"{self.handle}.snapshot()"
+                run = k.run("", timeout=limit, store_history=False,
+                            expressions={"before": snap, "check": call, "after": snap})
             else:
-                msg = f"{run.ename}: {run.evalue}"
-                if run.ename == "NameError" and last_error:
-                    msg += f"\n(an earlier cell failed: {last_error})"
-                status = "fail" if run.ename in FAIL_ENAMES else "error"
-                results[i] = CheckResult(checks[i], i, False, msg, status)
-    out = []
-    for i, name in checks.items():
-        if i in results:
-            out.append(results[i])
+                run = k.run(cell.source, timeout=limit)
+            verdict = run.expressions.get("check") if course and run.status == "ok" else None
+            _store_outputs(cell, run, count, verdict if verdict and verdict.get("status") == "error" else None)
+            if not self._outcome(i, checks, run, limit, verdict):
+                return
+            if course and run.status == "ok":
+                self._verify(run)
+
+    def _outcome(self, i, checks, run, limit, verdict) -> bool:
+        """Record what cell ``i`` did; ``False`` when the run cannot go on."""
+        where = cell_label(self.nb, i)
+        name = checks.get(i)
+        edited = name is not None and self._edited(i, name)
+        if run.status == "stopped":
+            raise GradingInterrupted(f"stopped while running {where}")
+        if run.status == "timeout":
+            which = (f"the {self.limits.cell_s:g} s limit per cell" if limit == self.limits.cell_s
+                     else f"the notebook's {self.limits.notebook_s:g} s limit")
+            why = (f"{where} did not finish within {which}; kernel killed\n"   # no timing on line 1:
+                   f"(it was still running after {run.seconds:.1f} s)")             # reports stay equal
+            if name is not None:
+                self.results[i] = CheckResult(name, i, False, why, "timeout", edited)
+            self.halted = ("timeout", f"{where} timed out ({which})")
+            return False
+        if run.status == "died":
+            why = f"kernel died in {where}: {run.exit_detail}"
+            if name is not None:
+                msg = why + (f"\n{run.stderr}" if run.stderr else "")
+                self.results[i] = CheckResult(name, i, False, msg, "error", edited)
+            self.halted = ("error", why)
+            return False
+        if name is None:
+            if run.status == "error":
+                self.last_error = f"{where} raised {run.ename}: {first_line(run.evalue)}"
+            return True
+        if verdict is not None:                       # a course check, evaluated as an expression
+            status = "ok" if verdict.get("status") == "ok" else "error"
+            ename, evalue = verdict.get("ename", ""), verdict.get("evalue", "")
         else:
-            status, why = halted or ("error", "did not run")
-            out.append(CheckResult(name, i, False, f"not run: {why}", status))
-    return out
+            status, ename, evalue = run.status, run.ename, run.evalue
+        if status == "ok":
+            res = CheckResult(name, i, True, run.stdout.strip(), "pass", edited)
+        else:
+            msg = f"{ename}: {evalue}"
+            if ename == "NameError" and self.last_error:
+                msg += f"\n(an earlier cell failed: {self.last_error})"
+            res = CheckResult(name, i, False, msg, "fail" if ename in FAIL_ENAMES else "error", edited)
+        if edited:
+            res.message += f"\n({EDITED_NOTE})"
+        self.results[i] = res
+        return True
 
 
-def grade(path, *, smoke: bool = False, timeout: float = DEFAULT_TIMEOUT,
-          notebook_timeout: float | None = None) -> list[CheckResult]:
-    """Grade the notebook file at ``path`` (only read; the kernel runs in a temporary folder)."""
-    path = Path(path)
-    if path.suffix != ".ipynb" or not path.is_file():
-        raise ValueError(f"NB must be an existing .ipynb file, got {str(path)!r}")
-    return grade_notebook(notebook.read(path), smoke=smoke, timeout=timeout,
-                          notebook_timeout=notebook_timeout)
+_MARK = {"pass": "PASS", "fail": "FAIL", "error": "ERROR", "timeout": "TIMEOUT", "tampered": "TAMPERED"}
 
 
-def report(results: list[CheckResult]) -> str:
-    """Today's per-check report: ``[PASS] name`` or ``[FAIL] name`` + the indented message."""
+def report(graded: Graded) -> str:
+    """The per-check report: ``[PASS] name`` or ``[FAIL] name`` + the indented message, then notes."""
     lines = []
-    for r in results:
-        mark = {"pass": "PASS", "fail": "FAIL", "error": "ERROR", "timeout": "TIMEOUT"}[r.status]
-        lines.append(f"[{mark}] {r.name}")
+    for r in graded.checks:
+        lines.append(f"[{_MARK[r.status]}] {r.name}" + (" (edited check restored)" if r.edited else ""))
         if not r.ok:
             lines.extend("       " + ln for ln in r.message.splitlines())
-    n_ok = sum(r.ok for r in results)
-    lines.append(f"{n_ok}/{len(results)} checks passed")
+    n_ok = sum(r.ok for r in graded.checks)
+    lines.append(f"{n_ok}/{len(graded.checks)} checks passed")
+    lines += [f"note: {n}" for n in graded.notes]
     return "\n".join(lines)

@@ -23,7 +23,15 @@ How it stays in control:
 * **Private sockets.** The kernel listens on ``ipc://`` sockets inside its own temporary folder, so
   kernels started in parallel can never race for a TCP port.
 * **Orphan-proof.** ``JPY_PARENT_PID`` makes ipykernel exit by itself if the grader is killed
-  outright (``kill -9``), the one case no ``finally`` can handle.
+  outright (``kill -9``), the one case no ``finally`` can handle (in the sandbox, bubblewrap's
+  ``--die-with-parent`` does it instead).
+* **Sandboxed** when given an :class:`~amp_edu.course.sandbox.Isolation` of mode ``bwrap``: the
+  kernel runs inside bubblewrap (:mod:`amp_edu.course.sandbox`) in its own pid namespace, so killing
+  the sandbox kills every process in it — a double-forked ``setsid`` daemon too. Without a sandbox,
+  every process a kernel starts inherits a random token in its environment, and :meth:`Kernel.kill`
+  also kills processes carrying it that escaped the tree. Either way :attr:`Kernel.leftovers` names
+  what the notebook left running, and the environment is :func:`~amp_edu.course.sandbox.kernel_env`,
+  never the grader's.
 
 Every live kernel is listed in :data:`LIVE`; :func:`kill_all` ends them all (signal handlers and
 ``atexit`` call it).
@@ -49,9 +57,10 @@ import psutil
 import zmq
 from jupyter_client.session import Session
 
+from . import sandbox
+
 POLL_S = 0.1                 # how often a wait wakes up to check deadline, liveness and stop
 MAX_OUTPUT = 1_000_000       # characters of stdout (and of stderr) kept per cell
-START_TIMEOUT_S = 60.0       # a kernel that is not answering after this long is reported, not awaited
 ROOT = Path(__file__).resolve().parents[2]   # the folder holding the amp_edu package
 
 LIVE: set["Kernel"] = set()
@@ -80,6 +89,7 @@ class CellRun:
     traceback: list[str] = field(default_factory=list)
     seconds: float = 0.0
     exit_detail: str = ""
+    expressions: dict = field(default_factory=dict)     # the reply's ``user_expressions``
 
 
 def describe_exit(returncode: int | None) -> str:
@@ -99,14 +109,21 @@ def describe_exit(returncode: int | None) -> str:
 class Kernel:
     """An ipykernel running this interpreter (``sys.executable``) in ``cwd``.
 
-    ``env`` entries are added to a copy of this process's environment; the folder holding the
-    ``amp_edu`` package is put first on ``PYTHONPATH`` so ``import amp_edu`` works from any ``cwd``.
+    Its environment is :func:`~amp_edu.course.sandbox.kernel_env` plus ``env``: ``package_root``
+    (the folder holding the ``amp_edu`` package the kernel imports, default :data:`ROOT`) is its
+    ``PYTHONPATH``. ``isolation`` (default: no sandbox) says whether it runs inside bubblewrap.
+    ``start_timeout`` is how long it may take to answer (``GradeLimits.start_s``).
     """
 
-    def __init__(self, cwd, *, env: dict | None = None, start_timeout: float = START_TIMEOUT_S,
-                 stop: threading.Event | None = None):
+    def __init__(self, cwd, *, env: dict | None = None, start_timeout: float = 60.0,
+                 stop: threading.Event | None = None, isolation: sandbox.Isolation | None = None,
+                 package_root=None):
         self.cwd = str(cwd)
         self.stop = stop
+        self.isolation = isolation or sandbox.Isolation("none", "no sandbox asked for")
+        self.package_root = str(Path(package_root or ROOT).resolve())
+        self.leftovers: list[str] = []         # what the notebook left running, found at kill()
+        self._token = secrets.token_hex(8)
         self._dir = tempfile.mkdtemp(prefix="amp_edu_kernel_")
         self._log_path = os.path.join(self._dir, "kernel.log")
         self.proc: subprocess.Popen | None = None
@@ -124,14 +141,14 @@ class Kernel:
         conn_file = os.path.join(self._dir, "connection.json")
         Path(conn_file).write_text(json.dumps(conn))
 
-        kenv = dict(os.environ)
-        kenv.update(env or {})
-        kenv["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + [p for p in [kenv.get("PYTHONPATH")] if p])
-        kenv["JPY_PARENT_PID"] = str(os.getpid())
-        kenv.setdefault("MPLBACKEND", "Agg")
-        kenv.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
+        kenv = sandbox.kernel_env(env, home=self.cwd, pythonpath=self.package_root, token=self._token)
         cmd = [sys.executable, "-m", "ipykernel_launcher", "-f", conn_file,
                "--HistoryManager.hist_file=:memory:", "--IPKernelApp.log_level=CRITICAL"]
+        if self.isolation.sandboxed:
+            cmd = sandbox.bwrap_command(cmd, env=kenv, cwd=self.cwd, writable=[self.cwd, self._dir],
+                                        readable=[os.path.join(self.package_root, "amp_edu")])
+        else:
+            kenv["JPY_PARENT_PID"] = str(os.getpid())
         with _LIVE_LOCK:
             LIVE.add(self)
         try:
@@ -205,11 +222,15 @@ class Kernel:
                 (replied if sock is self._shell else published).add(parent)
 
     # -- running code --------------------------------------------------------------------------
-    def run(self, code: str, *, timeout: float) -> CellRun:
+    def run(self, code: str, *, timeout: float, expressions: dict | None = None,
+            store_history: bool = True) -> CellRun:
         """Run ``code`` and wait at most ``timeout`` seconds for it to finish.
 
-        On ``timeout``, death, or ``stop`` the kernel is killed before returning, so the caller can
-        only go on to a new kernel.
+        ``expressions`` are the protocol's ``user_expressions``: evaluated with plain ``eval`` in the
+        kernel's namespace after ``code``, in order, without IPython's input or AST transformers;
+        each result (``{"status": "ok", "data": ...}`` or ``{"status": "error", "ename": ...}``) is
+        in ``CellRun.expressions``. On ``timeout``, death, or ``stop`` the kernel is killed before
+        returning, so the caller can only go on to a new kernel.
         """
         t0 = time.monotonic()
         deadline = t0 + max(0.0, timeout)
@@ -219,7 +240,7 @@ class Kernel:
         if not self.alive():
             return CellRun(status="died", exit_detail=describe_exit(self.proc.returncode if self.proc else None))
         msg_id = self.session.send(self._shell, "execute_request", {
-            "code": code, "silent": False, "store_history": True, "user_expressions": {},
+            "code": code, "silent": False, "store_history": store_history, "user_expressions": expressions or {},
             "allow_stdin": False, "stop_on_error": False})["header"]["msg_id"]
         poller = zmq.Poller()
         poller.register(self._shell, zmq.POLLIN)
@@ -233,6 +254,7 @@ class Kernel:
                 kind, content = msg["msg_type"], msg["content"]
                 if sock is self._shell and kind == "execute_reply":
                     replied = True
+                    res.expressions = content.get("user_expressions") or {}
                     if content.get("status") == "error" and res.status == "ok":
                         res.status, res.ename, res.evalue = "error", content.get("ename", ""), content.get("evalue", "")
                         res.traceback = content.get("traceback", [])
@@ -302,6 +324,9 @@ class Kernel:
             family = psutil.Process(self.proc.pid).children(recursive=True)
         except psutil.Error:
             family = []
+        if not self.isolation.sandboxed:                # escaped the tree (double fork + setsid)?
+            family += [p for p in _carrying(self._token) if p.pid != self.proc.pid and p not in family]
+        self.leftovers = [_describe(p) for p in family if not self._machinery(p)]
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)    # the kernel's session id == its pid
         except (ProcessLookupError, PermissionError):
@@ -323,6 +348,15 @@ class Kernel:
         if left:
             raise RuntimeError(f"could not kill kernel processes {sorted(set(left))}")
 
+    def _machinery(self, p: psutil.Process) -> bool:
+        """Is ``p`` the kernel itself or the sandbox around it (not something the notebook started)?"""
+        try:
+            cmd = p.cmdline()
+        except psutil.Error:
+            return True
+        return bool(cmd) and (os.path.basename(cmd[0]) == "bwrap"
+                              or ("ipykernel_launcher" in cmd and any(self._dir in a for a in cmd)))
+
     def __enter__(self):
         return self
 
@@ -338,6 +372,25 @@ def _running(p: psutil.Process) -> bool:
         return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
     except psutil.Error:
         return False
+
+
+def _describe(p: psutil.Process) -> str:
+    try:
+        return " ".join(p.cmdline())[:120] or p.name()
+    except psutil.Error:
+        return f"pid {p.pid}"
+
+
+def _carrying(token: str) -> list[psutil.Process]:
+    """Live processes whose environment carries this kernel's token (started by it, wherever they went)."""
+    found = []
+    for p in psutil.process_iter():
+        try:
+            if p.environ().get(sandbox.TOKEN_VAR) == token and _running(p):
+                found.append(p)
+        except (psutil.Error, OSError):
+            pass
+    return found
 
 
 def _group_members(pgid: int) -> list[psutil.Process]:

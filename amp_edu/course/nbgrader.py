@@ -31,12 +31,14 @@ learner cannot pass by editing a check. ``tests/test_nbgrader.py`` runs this who
 from __future__ import annotations
 
 import copy
+import math
 import re
 from pathlib import Path
 
 from . import notebook
 from .exercises import BEGIN, END, ROOT
 from .grade import CHECK_RE
+from .limits import DEFAULT, GradeLimits
 
 SCHEMA_VERSION = 3
 CODE_STUB = "# YOUR CODE HERE\nraise NotImplementedError()"     # exercises.strip writes the same
@@ -57,9 +59,19 @@ c.ClearSolutions.begin_solution_delimeter = {begin!r}
 c.ClearSolutions.end_solution_delimeter = {end!r}
 c.ClearSolutions.code_stub = {{"python": {code_stub!r}}}
 c.ClearSolutions.text_stub = {text_stub!r}
-# Seconds per cell when autograding (nbgrader's default is 30; lessons run larger experiments).
+# Seconds per cell when autograding (nbgrader's default is 30): amp_edu.course.limits' cell_s,
+# the limit `python -m amp_edu grade` uses. Kernel start-up: its start_s.
 c.Execute.timeout = {timeout}
+c.Execute.startup_timeout = {start}
 '''
+
+
+def config_text(limits: GradeLimits = DEFAULT) -> str:
+    """The ``nbgrader_config.py`` :func:`write_course` writes (nbgrader wants whole seconds)."""
+    if not isinstance(limits, GradeLimits):
+        raise TypeError(f"limits must be a GradeLimits, got {type(limits).__name__}")
+    return CONFIG.format(begin=BEGIN, end=END, code_stub=CODE_STUB, text_stub=TEXT_STUB,
+                         timeout=math.ceil(limits.cell_s), start=math.ceil(limits.start_s))
 
 
 def _slug(text: str) -> str:
@@ -124,9 +136,9 @@ def to_nbgrader(nb, *, points: float = 1.0):
 
 
 def write_course(course_dir, solutions_dir=None, *, force: bool = False, points: float = 1.0,
-                 timeout: int = 300) -> list[Path]:
+                 limits: GradeLimits = DEFAULT) -> list[Path]:
     """Write ``course_dir/source/<NN_name>/<NN_name>.ipynb`` for each solution, and
-    ``course_dir/nbgrader_config.py``; returns the paths written.
+    ``course_dir/nbgrader_config.py`` (its time limits from ``limits``); returns the paths written.
 
     Refuses (``FileExistsError``) to write over an existing ``source/`` unless ``force``.
     """
@@ -148,7 +160,6 @@ def write_course(course_dir, solutions_dir=None, *, force: bool = False, points:
         notebook.write(nb, path)
         written.append(path)
     config = course_dir / "nbgrader_config.py"
-    config.write_text(CONFIG.format(begin=BEGIN, end=END, code_stub=CODE_STUB, text_stub=TEXT_STUB,
-                                    timeout=int(timeout)))
+    config.write_text(config_text(limits))
     written.append(config)
     return written

@@ -1,5 +1,14 @@
 """Run notebooks in *this* Python environment, and move them to and from percent-format scripts.
 
+Two kernel runners, on purpose: storing a lesson executed (:func:`execute`, ``nbtool run``) uses
+nbclient, because a stored lesson needs every output kind Jupyter has — figures and rich
+``display_data``, ``execute_result``, ``update_display_data``/``clear_output`` and the widget state
+saved in the notebook's metadata, none of which the grader keeps. Grading uses
+:class:`amp_edu.course.kernel.Kernel`, because a learner's notebook needs what nbclient does not
+give: a sandbox, a process tree that is killed and verified gone, output caps, a stop event polled
+every 0.1 s, and the ``user_expressions`` the integrity guard evaluates checks with. Both take
+their limits from one :class:`~amp_edu.course.limits.GradeLimits`.
+
 The lessons are stored as ``.ipynb`` — the single source. To edit one as text::
 
     python -m amp_edu.course.nbtool topy notebooks/01_number_formats.ipynb > /tmp/01.py
@@ -10,10 +19,14 @@ The lessons are stored as ``.ipynb`` — the single source. To edit one as text:
 
 from __future__ import annotations
 
+import math
 import os
+import time
 from pathlib import Path
 
 import nbformat
+
+from .limits import DEFAULT, GradeLimits
 
 KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
 
@@ -32,19 +45,30 @@ def _kernel_manager():
     return KernelManager(kernel_name="python3", kernel_spec_manager=_CurrentEnv())
 
 
-def execute(nb, cwd: str | os.PathLike, *, allow_errors: bool = False, timeout: int = 600,
+def execute(nb, cwd: str | os.PathLike, *, allow_errors: bool = False, limits: GradeLimits = DEFAULT,
             env: dict | None = None):
     """Execute notebook ``nb`` (a NotebookNode) in place with this environment's Python.
 
-    ``env`` entries are set in the kernel's environment (e.g. ``{"AMP_EDU_SMOKE": "1"}``).
+    Each cell may run ``limits.cell_s`` seconds and all of them ``limits.notebook_s`` (a cell
+    started late gets what is left); the kernel ``limits.start_s`` to start. ``env`` entries are
+    set in the kernel's environment (e.g. ``{"AMP_EDU_SMOKE": "1"}``).
     """
     from nbclient import NotebookClient
+
+    if not isinstance(limits, GradeLimits):
+        raise TypeError(f"limits must be a GradeLimits, got {type(limits).__name__}")
+    t0 = time.monotonic()
+
+    def cell_limit(cell) -> int:          # nbclient wants whole seconds
+        left = limits.notebook_s - (time.monotonic() - t0)
+        return max(1, math.ceil(min(limits.cell_s, left)))
 
     km = _kernel_manager()
     saved = {k: os.environ.get(k) for k in (env or {})}
     os.environ.update(env or {})
     try:
-        client = NotebookClient(nb, km=km, timeout=timeout, allow_errors=allow_errors,
+        client = NotebookClient(nb, km=km, timeout_func=cell_limit, allow_errors=allow_errors,
+                                startup_timeout=math.ceil(limits.start_s),
                                 resources={"metadata": {"path": str(cwd)}})
         client.execute()
     finally:
@@ -118,11 +142,11 @@ def write(nb, path) -> None:
     nbformat.write(nb, str(path))
 
 
-def run_in_place(path, *, smoke: bool = False, timeout: int = 900) -> list:
+def run_in_place(path, *, smoke: bool = False, limits: GradeLimits = DEFAULT) -> list:
     """Execute the notebook at ``path`` and store it executed; returns its error outputs."""
     nb = read(path)
     env = {"AMP_EDU_SMOKE": "1" if smoke else "0"}
-    execute(nb, Path(path).resolve().parent, allow_errors=True, timeout=timeout, env=env)
+    execute(nb, Path(path).resolve().parent, allow_errors=True, limits=limits, env=env)
     write(nb, path)
     errs = [e for e in error_outputs(nb) if "NBVAL_RAISES_EXCEPTION" not in nb.cells[e[0]].source]
     return errs

@@ -1,0 +1,239 @@
+"""Did the learner's code change what the checks run? The grader's guard inside each kernel.
+
+A check runs in the learner's kernel, next to the learner's code, so the code can try to change
+the check instead of answering it: rebind ``check_decode`` in the notebook, replace the function
+in ``amp_edu.checks.l01`` or its ``__code__``, put a fake module into ``sys.modules``, patch a
+builtin (``isinstance``) or a torch function the check compares with, or install an IPython input
+transformer that wraps every later cell in ``try/except``. The grader answers in three steps:
+
+1. **Before the learner's first cell**, :func:`install` (run by the grader in the fresh kernel)
+   imports the lesson's check modules, keeps the check functions in a :class:`Guard`, and takes a
+   :meth:`Guard.snapshot`: the identity of every ``amp_edu`` module in ``sys.modules``, of every
+   function and class in them (and of each function's code, defaults and closure), of every
+   builtin, of torch's functions and ``Tensor`` methods, of the IPython machinery that evaluates
+   the check (its transformers, the shell's and kernel's methods), and of the trace/profile hooks.
+   The grader keeps that snapshot on its side.
+2. **A check cell is not run from its source.** The grader evaluates the check through the kernel
+   protocol's ``user_expressions`` — plain ``eval``, which no input or AST transformer sees —
+   calling the function the guard holds (``guard.run("decode", decode)``), never a name from the
+   learner's namespace. A snapshot is taken right before and right after.
+3. **The grader compares** (:func:`compare`) each snapshot with the first one, on its own side:
+   anything replaced is a *finding* ("builtins.isinstance was replaced", "the notebook rebound
+   check_decode", ...) and the notebook's checks are ``tampered``, never ``pass``.
+
+Outside the kernel, where learner code cannot reach, :func:`tree_digest` hashes the course package
+and the submissions before and after each notebook (the class grader compares them).
+
+What this does **not** stop: code in the same process can, in principle, reach the guard itself
+(it lives in the kernel) and fake its answers; a learner who writes a cheat against this module's
+source is detected only by what the grader checks outside the kernel. That is why the kernel also
+runs in a sandbox (:mod:`amp_edu.course.sandbox`) where the package, the other submissions and the
+instructor's files cannot be written or seen.
+"""
+
+from __future__ import annotations
+
+import builtins
+import hashlib
+import importlib
+import json
+import os
+import sys
+import types
+from pathlib import Path
+
+HANDLE = "_amp_edu_grader_"          # + a random token: the guard's name in the learner's namespace
+
+
+def _fn_id(fn) -> str:
+    """Identity of a function and of what it runs: its code, defaults and closure contents."""
+    parts = [id(fn), id(getattr(fn, "__code__", None)), id(getattr(fn, "__defaults__", None)),
+             id(getattr(fn, "__kwdefaults__", None)), id(getattr(fn, "__globals__", None))]
+    for cell in getattr(fn, "__closure__", None) or ():
+        try:
+            parts.append(id(cell.cell_contents))
+        except ValueError:              # an empty cell
+            parts.append(0)
+    return ":".join(map(str, parts))
+
+
+def _value_id(v) -> str:
+    if isinstance(v, types.FunctionType):
+        return _fn_id(v)
+    if isinstance(v, (staticmethod, classmethod)):
+        return f"{id(v)}:{_value_id(v.__func__)}"
+    if isinstance(v, property):
+        return ":".join(str(id(f)) for f in (v, v.fget, v.fset, v.fdel))
+    return str(id(v))
+
+
+def _watched(v) -> bool:
+    """What a check can call or look up: functions, classes, modules, descriptors, builtins."""
+    return callable(v) or isinstance(v, (types.ModuleType, staticmethod, classmethod, property))
+
+
+def _ours(name: str) -> bool:
+    return name == "amp_edu" or name.startswith("amp_edu.")
+
+
+class Guard:
+    """Holds the course's check functions and takes snapshots; created by :func:`install`."""
+
+    def __init__(self, shell, checks: dict[str, tuple[str, str]]):
+        # checks: {check name: (module, function name)}, e.g. {"decode": ("amp_edu.checks.l01", "check_decode")}
+        self._shell = shell
+        self._names = {name: fn for name, (_, fn) in checks.items()}
+        self._modules = {m: importlib.import_module(m) for m in sorted({m for m, _ in checks.values()})}
+        self._checks = {name: getattr(self._modules[m], fn) for name, (m, fn) in checks.items()}
+        self._keep: list = []           # what a snapshot names stays alive, so no id is reused
+
+    def run(self, name: str, *args):
+        """Call the course's check ``name`` on the learner's answer."""
+        return self._checks[name](*args)
+
+    # -- snapshots -----------------------------------------------------------------------------
+    def _add(self, out: dict, key: str, value) -> None:
+        self._keep.append(value)
+        out[key] = _value_id(value)
+
+    def _namespace(self, out: dict) -> None:
+        ns = self._shell.user_ns if self._shell is not None else {}
+        for name, fn_name in self._names.items():
+            check = self._checks[name]
+            for bound, want in [(fn_name, check)] + [(m.rsplit(".", 1)[1], self._modules[m])
+                                                    for m in self._modules]:
+                got = ns.get(bound, _ABSENT)
+                out[f"namespace {bound}"] = ("absent" if got is _ABSENT else "course" if got is want
+                                             else f"other {type(got).__name__}")
+
+    def _module(self, out: dict, name: str, mod) -> None:
+        self._add(out, f"sys.modules[{name!r}]", mod)
+        out[f"file {name}"] = str(getattr(mod, "__file__", None))
+        mdict = getattr(mod, "__dict__", {})
+        self._add(out, f"{name}.__builtins__", mdict.get("__builtins__"))
+        for attr, v in list(mdict.items()):
+            if attr.startswith("__") or not _watched(v):
+                continue
+            self._add(out, f"{name}.{attr}", v)
+            if isinstance(v, type) and _ours(getattr(v, "__module__", "") or ""):
+                for meth, m in list(vars(v).items()):
+                    if _watched(m) and not meth.startswith("__dict"):
+                        self._add(out, f"{name}.{attr}.{meth}", m)
+
+    def _object(self, out: dict, label: str, obj) -> None:
+        for attr, v in list(vars(obj).items()):
+            if _watched(v):
+                self._add(out, f"{label}.{attr}", v)
+
+    def snapshot(self) -> str:
+        """Everything a check depends on, as ``{what: identity}`` in JSON (compared by the grader)."""
+        self._keep = []
+        out: dict[str, str] = {}
+        for name, mod in sorted(sys.modules.items()):
+            if _ours(name) and mod is not None:
+                self._module(out, name, mod)
+        for name, check in self._checks.items():
+            self._add(out, f"check {name}", check)
+        self._namespace(out)
+        self._add(out, "sys.modules['builtins']", sys.modules.get("builtins"))
+        self._add(out, "builtins.__dict__", builtins.__dict__)
+        for attr, v in list(vars(builtins).items()):
+            if attr not in _BUILTINS_THAT_CHANGE:
+                self._add(out, f"builtins.{attr}", v)
+        torch = sys.modules.get("torch")
+        if torch is not None:
+            self._object(out, "torch", torch)
+            for sub in ("torch.nn.functional", "math", "operator"):
+                if sys.modules.get(sub) is not None:
+                    self._object(out, sub, sys.modules[sub])
+            for cls in (torch.Tensor, getattr(torch._C, "TensorBase", None)):
+                if cls is not None:
+                    self._object(out, f"{cls.__module__}.{cls.__name__}", cls)
+        for label, fn in (("sys.gettrace()", sys.gettrace()), ("sys.getprofile()", sys.getprofile())):
+            self._add(out, label, fn)
+        for cls in type(self).__mro__[:-1]:
+            self._object(out, f"grader {cls.__name__}", cls)
+        shell = self._shell
+        if shell is not None:
+            for attr in ("input_transformers_cleanup", "input_transformers_post", "ast_transformers"):
+                seq = list(getattr(shell, attr, []) or [])
+                self._keep.extend(seq)
+                out[f"IPython {attr}"] = ",".join(str(id(t)) for t in seq)
+            for obj in (shell, getattr(shell, "kernel", None), getattr(getattr(shell, "kernel", None), "session", None)):
+                if obj is None:
+                    continue
+                for cls in type(obj).__mro__[:-1]:
+                    self._object(out, f"{cls.__module__}.{cls.__qualname__}", cls)
+                for attr, v in list(vars(obj).items()):            # an instance attribute hiding a method
+                    if callable(v) and any(attr in vars(c) for c in type(obj).__mro__[:-1]):
+                        self._add(out, f"{type(obj).__name__} instance .{attr}", v)
+        return json.dumps(out, sort_keys=True)
+
+
+_ABSENT = object()
+# Names the interactive machinery itself rebinds while cells run (IPython's display hook sets ``_``).
+_BUILTINS_THAT_CHANGE = frozenset({"_", "__", "___"})
+
+
+def install(shell, token: str, checks: dict[str, tuple[str, str]]) -> Guard:
+    """Create the guard in a fresh kernel and bind it as ``_amp_edu_grader_<token>`` there."""
+    guard = Guard(shell, checks)
+    (shell.user_ns if shell is not None else globals())[HANDLE + token] = guard
+    return guard
+
+
+# -- the grader's side ------------------------------------------------------------------------
+def compare(base: dict, now: dict) -> list[str]:
+    """What changed between two snapshots, in words (empty when nothing did)."""
+    found = []
+    for key, was in base.items():
+        got = now.get(key)
+        if key.startswith("namespace "):
+            if got is not None and got.startswith("other"):
+                found.append(f"the notebook rebound `{key.split(' ', 1)[1]}` (to a {got.split(' ', 1)[1]}); "
+                             "checks run the course's own")
+            continue
+        if got == was:
+            continue
+        if got is None:
+            found.append(f"{key} was removed")
+        elif key.startswith("file "):
+            found.append(f"{key.split(' ', 1)[1]} now comes from {got} (was {was})")
+        elif key.startswith("IPython "):
+            found.append(f"the notebook changed IPython's {key.split(' ', 1)[1]} (code is rewritten before it runs)")
+        else:
+            found.append(f"{key} was replaced")
+    for key in now.keys() - base.keys():
+        if key.startswith("namespace ") and now[key].startswith("other"):
+            found.append(f"the notebook rebound `{key.split(' ', 1)[1]}`; checks run the course's own")
+    return sorted(dict.fromkeys(found))
+
+
+def tree_digest(root, *, skip_dirs=("__pycache__",)) -> dict[str, str]:
+    """``{relative path: sha256}`` of every file under ``root`` (hidden files included); an
+    unreadable file's digest is the error, so a change of permissions shows too."""
+    root = Path(root)
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if d not in skip_dirs)
+        for f in sorted(filenames):
+            p = Path(dirpath) / f
+            rel = str(p.relative_to(root))
+            try:
+                out[rel] = hashlib.sha256(p.read_bytes()).hexdigest()
+            except OSError as exc:
+                out[rel] = f"unreadable: {exc.strerror}"
+    return out
+
+
+def tree_changes(before: dict[str, str], after: dict[str, str], where: str) -> list[str]:
+    """``["amp_edu/checks/l06.py was changed", ...]`` for files changed, added or removed."""
+    out = []
+    for rel in sorted(before.keys() | after.keys()):
+        if rel not in after:
+            out.append(f"{where}/{rel} was removed")
+        elif rel not in before:
+            out.append(f"{where}/{rel} was added")
+        elif before[rel] != after[rel]:
+            out.append(f"{where}/{rel} was changed")
+    return out
