@@ -114,21 +114,25 @@ def test_not_done_and_not_callable():
 
 
 # --- part B ----------------------------------------------------------------------------------------
-def good_delayed(history, amax, fp8_dtype=torch.float8_e4m3fn, margin=0):
+def good_delayed(history, amax, scale, fp8_dtype=torch.float8_e4m3fn, margin=0):
     new = torch.cat([amax.reshape(1).to(history.dtype), history[:-1]])
-    a = torch.clamp(new.max().double(), min=EPS)
+    a = new.max().double()
+    if not (torch.isfinite(a) and a > 0):
+        return new, scale
     return new, (torch.finfo(fp8_dtype).max / a / 2 ** margin).float()
 
 
-def good_delayed_roll(history, amax, fp8_dtype=torch.float8_e4m3fn, margin=0):
+def good_delayed_roll(history, amax, scale, fp8_dtype=torch.float8_e4m3fn, margin=0):
     new = torch.roll(history, 1)
     new[0] = amax
-    scale = torch.finfo(fp8_dtype).max / new.max().clamp(min=EPS) / 2.0 ** margin
-    return new, scale
+    a = new.max()
+    if not (torch.isfinite(a) and a > 0):
+        return new, scale
+    return new, torch.finfo(fp8_dtype).max / a / 2.0 ** margin
 
 
 def _dvariant(**bad):
-    def f(history, amax, fp8_dtype=torch.float8_e4m3fn, margin=0):
+    def f(history, amax, scale, fp8_dtype=torch.float8_e4m3fn, margin=0):
         dtype = torch.float8_e5m2 if bad.get("e5m2") else fp8_dtype
         if bad.get("not_rolled"):
             new = history.clone()
@@ -143,8 +147,10 @@ def _dvariant(**bad):
             new = torch.cat([amax.reshape(1), history[:-1]])
         src = history if bad.get("old_max") else new
         a = src.max().double()
-        if not bad.get("no_eps"):
+        if bad.get("eps"):                       # the torchao-style floor instead of TE's rule
             a = a.clamp(min=EPS)
+        elif not bad.get("no_keep") and not (torch.isfinite(a) and a > 0):
+            return new, scale
         m = torch.finfo(dtype).max
         if bad.get("margin_mul"):
             s = m / a * 2 ** margin
@@ -178,7 +184,8 @@ def test_delayed_float32_division_fails_naming_float64():
     (dict(margin_mul=True), "you multiplied"),
     (dict(margin_sub=True), "power of two"),
     (dict(no_margin=True), "apply the margin"),
-    (dict(no_eps=True), "EPS"),
+    (dict(no_keep=True), "keep the previous"),
+    (dict(eps=True), "saturates"),
     (dict(float64=True), "float32"),
     (dict(inverted=True), "inverted"),
     (dict(e5m2=True), "use the max of"),

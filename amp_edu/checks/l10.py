@@ -4,15 +4,17 @@
   (x_fp8, scale)``: with ``scale=None`` compute the current per-tensor scale
   ``fp8_max / max(amax, EPS)`` (float64 division, stored float32), then cast
   ``saturate(x.float() * scale)`` to ``fp8_dtype``; with a given (delayed) scale, cast with it.
-* :func:`check_delayed_update` grades ``delayed_update(history, amax, fp8_dtype, margin=0) ->
-  (new_history, scale)``: put ``amax`` at the front of the history, drop the oldest, and compute
-  the next scale ``fp8_max / max(new_history) / 2^margin``.
+* :func:`check_delayed_update` grades ``delayed_update(history, amax, scale, fp8_dtype, margin=0)
+  -> (new_history, new_scale)``: put ``amax`` at the front of the history, drop the oldest, and
+  compute the next scale ``fp8_max / max(new_history) / 2^margin`` -- or keep ``scale`` (the
+  previous one) when that max is 0 or not finite, Transformer Engine's rule.
 
 The expected answers come from :mod:`amp_edu.fp8`, which ``tests/test_fp8_parity.py`` proves
 bit-identical to torchao. The cases are the ones nearly-right answers get wrong: an inverted
 scale, a negative outlier, e5m2 and bf16 inputs, a tensor of zeros, a scale that overflows, the
 output dtypes, the input left untouched; for the history: the roll and its direction, a current
-amax larger than the history, an old maximum that falls off, the margin, an all-zero history.
+amax larger than the history, an old maximum that falls off, the margin, an all-zero history and
+a NaN amax (both keep the previous scale).
 """
 
 from __future__ import annotations
@@ -159,19 +161,20 @@ def check_quantize_tensorwise(quantize_tensorwise) -> None:
 # --- part B: the delayed-scaling amax-history update ---------------------------------------------
 def _delayed_cases():
     t = lambda *v: torch.tensor(v, dtype=torch.float32)  # noqa: E731
-    yield "the current amax is smaller than the history's", t(3.0, 2.0, 1.0, 0.5), 0.25, E4, 0
-    yield "the current amax is the largest", t(1.0, 1.0, 1.0, 1.0), 4.0, E4, 0
-    yield "the oldest amax (the largest) falls off", t(1.0, 1.5, 1.0, 8.0), 2.0, E4, 0
-    yield "margin 2: a 4x headroom", t(2.0, 5.0, 1.0), 3.0, E4, 2
-    yield "gradients: e5m2", t(1e-3, 4e-3, 2e-3, 1e-3, 5e-4), 3e-3, E5, 0
-    yield "an all-zero history and amax (first steps, dead layer)", t(0.0, 0.0, 0.0), 0.0, E4, 0
-    yield "history of length 1", t(7.0), 3.0, E4, 1
-    yield "margin 1, e5m2", t(10.0, 200.0, 30.0, 40.0, 50.0, 60.0), 100.0, E5, 1
+    yield "the current amax is smaller than the history's", t(3.0, 2.0, 1.0, 0.5), 0.25, 149.0, E4, 0
+    yield "the current amax is the largest", t(1.0, 1.0, 1.0, 1.0), 4.0, 448.0, E4, 0
+    yield "the oldest amax (the largest) falls off", t(1.0, 1.5, 1.0, 8.0), 2.0, 56.0, E4, 0
+    yield "margin 2: a 4x headroom", t(2.0, 5.0, 1.0), 3.0, 22.4, E4, 2
+    yield "gradients: e5m2", t(1e-3, 4e-3, 2e-3, 1e-3, 5e-4), 3e-3, 1.4e7, E5, 0
+    yield "an all-zero history and amax (a dead layer): keep the scale", t(0.0, 0.0, 0.0), 0.0, 37.0, E4, 0
+    yield "a NaN amax (an overflow upstream): keep the scale", t(2.0, 1.0), math.nan, 224.0, E4, 0
+    yield "history of length 1", t(7.0), 3.0, 64.0, E4, 1
+    yield "margin 1, e5m2", t(10.0, 200.0, 30.0, 40.0, 50.0, 60.0), 100.0, 143.36, E5, 1
 
 
-def _delayed_hint(history, amax, dtype, margin, exp, got, h_before) -> str:
+def _delayed_hint(history, amax, prev, dtype, margin, exp, got, h_before) -> str:
     exp_h, exp_s = exp
-    if not torch.equal(history, h_before):
+    if not torch.equal(history.nan_to_num(nan=-1.0), h_before.nan_to_num(nan=-1.0)):
         return ("the history passed in was modified: build a new tensor (torch.cat / torch.roll), "
                 "the caller may still hold the old one")
     if not (isinstance(got, tuple) and len(got) == 2):
@@ -181,7 +184,8 @@ def _delayed_hint(history, amax, dtype, margin, exp, got, h_before) -> str:
         return "return tensors: the new history (1-D float32) and the scale (0-dim float32)"
     if new_h.shape != h_before.shape:
         return f"the history keeps its length ({h_before.numel()}): add the new amax and drop the oldest"
-    if not torch.equal(new_h, exp_h):
+    if not torch.equal(new_h, exp_h) and not (torch.isnan(exp_h).any() and torch.equal(
+            new_h.nan_to_num(nan=-1.0), exp_h.nan_to_num(nan=-1.0))):
         if torch.equal(new_h, torch.cat([h_before[1:], torch.tensor([amax])])):
             return "newest first: the new amax goes to index 0 and the last (oldest) entry falls off"
         if new_h[0].item() == amax and torch.equal(new_h[1:], h_before[1:]):
@@ -192,8 +196,15 @@ def _delayed_hint(history, amax, dtype, margin, exp, got, h_before) -> str:
         return f"store the scale as float32 (got {scale.dtype})"
     s, e = float(scale.item()), float(exp_s.item())
     m = fp8_max(dtype)
-    if not math.isfinite(s):
-        return f"an all-zero history gives amax 0: clamp it to at least EPS = {EPS} before dividing"
+    a = float(exp_h.max())
+    if not (math.isfinite(a) and a > 0):
+        what = "0" if a == 0 else "NaN"
+        if s == prev:
+            return "keep the previous scale here"
+        return (f"the history's max is {what}: no scale can be computed from it, so keep the previous "
+                f"scale ({prev!r}) unchanged, as Transformer Engine does"
+                + (f" (clamping to EPS gives {m / EPS:.3g}: with it the next real tensor saturates "
+                   "completely)" if math.isclose(s, m / EPS, rel_tol=1e-6) else ""))
     if s == float(torch.tensor(_float32_division(m, float(exp_h.max())), dtype=torch.float32) / 2.0 ** margin) \
             or s == _float32_division(m, float(exp_h.max())) / 2 ** margin:
         return _F32_DIVISION
@@ -211,30 +222,37 @@ def _delayed_hint(history, amax, dtype, margin, exp, got, h_before) -> str:
         return "the scale is inverted: scale = fp8_max / amax"
     if math.isclose(s, e * fp8_max(E5 if dtype == E4 else E4) / m, rel_tol=1e-6):
         return f"use the max of {dtype} ({m:g})"
-    return "scale = fp8_max / max(max(new_history), EPS) / 2**margin, in float64, stored as float32"
+    return ("scale = fp8_max / max(new_history) / 2**margin, in float64, stored as float32 (the previous "
+            "scale when that max is 0 or not finite)")
 
 
-def _reference_delayed(history, amax, dtype, margin):
+def _reference_delayed(history, amax, prev, dtype, margin):
     new = update_amax_history(history, torch.tensor(amax, dtype=torch.float32))
-    return new, delayed_scale(new, dtype, margin)
+    return new, delayed_scale(new, dtype, torch.tensor(prev, dtype=torch.float32), margin)
+
+
+def _same_nan(a, b) -> bool:
+    return (isinstance(a, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape
+            and torch.equal(a.nan_to_num(nan=-1.0), b.nan_to_num(nan=-1.0)))
 
 
 def check_delayed_update(delayed_update) -> None:
-    """Grade ``delayed_update(history, amax, fp8_dtype, margin=0) -> (new_history, scale)``."""
+    """Grade ``delayed_update(history, amax, scale, fp8_dtype, margin=0) -> (new_history, new_scale)``."""
     name = "delayed_update"
     require_callable(name, delayed_update)
     n = 0
-    for label, history, amax, dtype, margin in _delayed_cases():
-        exp = _reference_delayed(history, amax, dtype, margin)
-        shown = (f"{label}: history={history.tolist()}, amax={amax!r}, fp8_dtype={dtype}, margin={margin}")
+    for label, history, amax, prev, dtype, margin in _delayed_cases():
+        exp = _reference_delayed(history, amax, prev, dtype, margin)
+        shown = (f"{label}: history={history.tolist()}, amax={amax!r}, scale={prev!r}, fp8_dtype={dtype}, "
+                 f"margin={margin}")
         theirs = history.clone()
-        got = call_learner(name, delayed_update, (theirs, torch.tensor(amax), dtype, margin),
-                           input=shown, expected=exp)
-        ok = (isinstance(got, tuple) and len(got) == 2 and _same(got[0], exp[0]) and _same(got[1], exp[1])
+        args = (theirs, torch.tensor(amax), torch.tensor(prev, dtype=torch.float32), dtype, margin)
+        got = call_learner(name, delayed_update, args, input=shown, expected=exp)
+        ok = (isinstance(got, tuple) and len(got) == 2 and _same_nan(got[0], exp[0]) and _same(got[1], exp[1])
               and torch.equal(theirs, history))
         if not ok:
             raise fail(name, input=shown, expected=_show_pair(exp, "new_history"),
                        got=_show_pair(got, "new_history"),
-                       hint=_delayed_hint(theirs, amax, dtype, margin, exp, got, history))
+                       hint=_delayed_hint(theirs, amax, prev, dtype, margin, exp, got, history))
         n += 1
     passed(name, f"{n} cases")

@@ -16,10 +16,28 @@ and casts with a scale computed from it, recording the new amax as a by-product 
   step that has the spike is the one the history did not see coming. Current scaling has no such
   step, by construction.
 
-Transformer Engine's defaults are ``margin=0``, ``amax_history_len=1024``,
-``amax_compute_algo="max"``. Here the first call, with an empty history, takes its scale from
-the current amax (a warm start), and an all-zero history gives ``fp8_max / EPS`` like
-:func:`amp_edu.fp8.scaling.amax_to_scale`.
+This follows Transformer Engine's rule (``transformer_engine/pytorch/quantization.py`` at TE
+2.20.0.dev0, commit d0067d0: ``_default_sf_compute``, line 1092, and the state it starts from,
+lines 1436-1437)::
+
+    scale_0   = 1                                      (no warm start: the first cast uses 1)
+    sf        = fp8_max / amax / 2^margin              (float32; amp_edu divides in float64 and
+                                                        rounds once, which equals a float32 division)
+    scale_t   = sf   if amax is finite and > 0         (lines 1112-1113)
+                scale_(t-1)  otherwise                 (a zero or NaN/inf amax keeps the old scale)
+    scale_t   = float32 max  if sf is inf              (a tiny amax; line 1114)
+
+So one all-zero step (a dead layer, a masked batch) leaves the scale alone instead of blowing
+it up to ``fp8_max / EPS``, after which the next real tensor would saturate completely. With
+``reduce_amax`` (TE's ``DelayedScaling.reduce_amax``, default True) each new amax is first
+MAX-reduced across the ranks of ``torch.distributed`` (TE's ``reduce_tensor_across_group_op_max``,
+line 650), so every rank casts with the same scale.
+
+Where amp_edu still differs from TE: TE records each amax during the cast and updates every
+history and scale of the autocast region once per step (forward tensors at the next forward,
+backward ones after backward), in one fused all-reduce over a buffer of all of them; amp_edu
+updates one tensor right after its cast and all-reduces each amax by itself (same values when a
+layer runs once per step). TE's default history is 1024 steps (amp_edu's lessons use 16).
 """
 
 from __future__ import annotations
@@ -27,12 +45,14 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..validate import check_int
+from ..validate import check_bool, check_int
 from .cast import Float8Tensor, cast_to_float8
 from .gemm import scaled_mm
-from .scaling import EPS, amax, fp8_max
+from .scaling import amax, fp8_max
 
-__all__ = ["update_amax_history", "delayed_scale", "AmaxHistory", "DelayedFloat8Linear"]
+__all__ = ["update_amax_history", "delayed_scale", "reduce_amax", "AmaxHistory", "DelayedMatmul"]
+
+_F32_MAX = torch.finfo(torch.float32).max
 
 
 def update_amax_history(history: torch.Tensor, new_amax: torch.Tensor) -> torch.Tensor:
@@ -44,11 +64,29 @@ def update_amax_history(history: torch.Tensor, new_amax: torch.Tensor) -> torch.
     return torch.cat([new_amax.reshape(1).to(history.dtype), history[:-1]])
 
 
-def delayed_scale(history: torch.Tensor, fp8_dtype: torch.dtype, margin: int = 0) -> torch.Tensor:
-    """``fp8_max / max(max(history), EPS) / 2^margin`` in float64, returned as float32 (0-dim)."""
+def delayed_scale(history: torch.Tensor, fp8_dtype: torch.dtype, scale: torch.Tensor,
+                  margin: int = 0) -> torch.Tensor:
+    """The next scale (float32, 0-dim): ``fp8_max / max(history) / 2^margin``, or ``scale`` (the
+    previous one) when that max is 0 or not finite; float32's max when the quotient is inf."""
     margin = check_int(margin, "margin", min=0)
-    a = torch.clamp(history.max().to(torch.float64), min=EPS)
-    return (fp8_max(fp8_dtype) / a / 2.0 ** margin).to(torch.float32)
+    if not isinstance(history, torch.Tensor) or history.numel() == 0:
+        raise ValueError("history must be a non-empty tensor of amaxes")
+    if not isinstance(scale, torch.Tensor) or scale.numel() != 1:
+        raise TypeError("scale (the previous scale) must be a tensor holding one value")
+    a = history.max().to(torch.float32)
+    prev = scale.reshape(()).to(torch.float32)
+    sf = (fp8_max(fp8_dtype) / a.double() / 2.0 ** margin).float()   # = an IEEE float32 division
+    sf = torch.where(a > 0, sf, prev)
+    sf = torch.where(torch.isfinite(a), sf, prev)
+    return torch.where(torch.isinf(sf), torch.full_like(sf, _F32_MAX), sf)
+
+
+def reduce_amax(a: torch.Tensor) -> torch.Tensor:
+    """``a`` MAX-reduced in place across the default process group, when one is initialized."""
+    import torch.distributed as dist
+    if dist.is_available() and dist.is_initialized():
+        dist.all_reduce(a, op=dist.ReduceOp.MAX)
+    return a
 
 
 class AmaxHistory(nn.Module):
@@ -58,28 +96,38 @@ class AmaxHistory(nn.Module):
     ``steps`` (how many amaxes were recorded), ``saturated`` (elements clamped at the last cast).
     """
 
-    def __init__(self, fp8_dtype: torch.dtype, history_len: int = 16, margin: int = 0):
+    def __init__(self, fp8_dtype: torch.dtype, history_len: int = 16, margin: int = 0,
+                 reduce_amax: bool = True):
         super().__init__()
         history_len = check_int(history_len, "history_len", min=1)
         fp8_max(fp8_dtype)                                     # validates the dtype
-        delayed_scale(torch.zeros(1), fp8_dtype, margin)       # validates the margin
-        self.fp8_dtype, self.margin = fp8_dtype, margin
+        self.fp8_dtype, self.margin = fp8_dtype, check_int(margin, "margin", min=0)
+        self.reduce = check_bool(reduce_amax, "reduce_amax")
         self.register_buffer("history", torch.zeros(history_len))
         self.register_buffer("scale", torch.ones(()))
         self.register_buffer("steps", torch.zeros((), dtype=torch.int64))
         self.register_buffer("saturated", torch.zeros((), dtype=torch.int64))
 
     @torch.no_grad()
+    def reset(self) -> "AmaxHistory":
+        """Back to the starting state: an empty (zero) history and scale 1."""
+        self.history.zero_()
+        self.scale.fill_(1.0)
+        self.steps.zero_()
+        self.saturated.zero_()
+        return self
+
+    @torch.no_grad()
     def cast(self, x: torch.Tensor) -> Float8Tensor:
         """Cast ``x`` with the delayed scale, then record its amax and compute the next scale."""
-        a = amax(x)
-        if int(self.steps) == 0:                               # warm start: nothing seen yet
-            self.scale.copy_(delayed_scale(a.reshape(1).float(), self.fp8_dtype, self.margin))
+        a = amax(x).float().reshape(1)
+        if self.reduce:
+            reduce_amax(a)
         scale = self.scale.clone()
         self.saturated.fill_(int(((x.float() * scale).abs() > fp8_max(self.fp8_dtype)).sum()))
         out = cast_to_float8(x, self.fp8_dtype, scale)
-        self.history.copy_(update_amax_history(self.history, a.float()))
-        self.scale.copy_(delayed_scale(self.history, self.fp8_dtype, self.margin))
+        self.history.copy_(update_amax_history(self.history, a))
+        self.scale.copy_(delayed_scale(self.history, self.fp8_dtype, self.scale, self.margin))
         self.steps += 1
         return out
 
@@ -87,17 +135,20 @@ class AmaxHistory(nn.Module):
         return f"{self.fp8_dtype}, history_len={self.history.numel()}, margin={self.margin}"
 
 
-class _DelayedMatmul(torch.autograd.Function):
+class DelayedMatmul(torch.autograd.Function):
+    """``input @ weight_t`` for a delayed-scaling :class:`~amp_edu.fp8.linear.Float8Linear` ``mod``."""
+
     @staticmethod
     def forward(ctx, input_hp, weight_t_hp, mod):
         ctx.mod = mod
         x8 = mod.amax_input.cast(input_hp.reshape(-1, input_hp.shape[-1]))
         w8 = mod.amax_weight.cast(weight_t_hp)
-        out = scaled_mm(x8, w8, use_fast_accum=True)
+        pad = mod.config.pad_inner_dim
+        out = scaled_mm(x8, w8, use_fast_accum=mod.config.fast_accum_output, pad_inner_dim=pad)
         # per-tensor scales: the same fp8 casts serve both backward GEMMs, so backward keeps
         # 1-byte copies of x and W instead of the high-precision ones
         ctx.save_for_backward(x8.data, x8.scale, w8.data, w8.scale)
-        ctx.dtypes = (x8.orig_dtype, w8.orig_dtype)
+        ctx.dtypes, ctx.pad = (x8.orig_dtype, w8.orig_dtype), pad
         return out.reshape(*input_hp.shape[:-1], out.shape[-1])
 
     @staticmethod
@@ -105,38 +156,6 @@ class _DelayedMatmul(torch.autograd.Function):
         xd, xs, wd, ws = ctx.saved_tensors
         x8, w8 = Float8Tensor(xd, xs, ctx.dtypes[0]), Float8Tensor(wd, ws, ctx.dtypes[1])
         go8 = ctx.mod.amax_grad.cast(grad_output.reshape(-1, grad_output.shape[-1]))
-        grad_input = scaled_mm(go8, w8.t()).reshape(*grad_output.shape[:-1], -1)
-        grad_weight = scaled_mm(go8.t(), x8)
+        grad_input = scaled_mm(go8, w8.t(), pad_inner_dim=ctx.pad).reshape(*grad_output.shape[:-1], -1)
+        grad_weight = scaled_mm(go8.t(), x8, pad_inner_dim=ctx.pad)
         return grad_input, grad_weight.t(), None
-
-
-class DelayedFloat8Linear(nn.Linear):
-    """``nn.Linear`` with per-tensor fp8 GEMMs whose scales come from amax histories.
-
-    e4m3 for input and weight, e5m2 for the output gradient (TE's HYBRID format); one
-    :class:`AmaxHistory` each (``amax_input``, ``amax_weight``, ``amax_grad``).
-    """
-
-    def __init__(self, in_features: int, out_features: int, bias: bool = True, *,
-                 history_len: int = 16, margin: int = 0, device=None, dtype=None):
-        super().__init__(in_features, out_features, bias=bias, device=device, dtype=dtype)
-        e4, e5 = torch.float8_e4m3fn, torch.float8_e5m2
-        self.amax_input = AmaxHistory(e4, history_len, margin).to(device)
-        self.amax_weight = AmaxHistory(e4, history_len, margin).to(device)
-        self.amax_grad = AmaxHistory(e5, history_len, margin).to(device)
-
-    @classmethod
-    def from_float(cls, mod: nn.Linear, history_len: int = 16, margin: int = 0) -> "DelayedFloat8Linear":
-        if not isinstance(mod, nn.Linear):
-            raise TypeError(f"from_float takes an nn.Linear, got {type(mod).__name__}")
-        new = cls(mod.in_features, mod.out_features, bias=False, history_len=history_len,
-                  margin=margin, device=mod.weight.device)
-        new.weight = mod.weight
-        new.bias = mod.bias
-        return new
-
-    def forward(self, input: torch.Tensor) -> torch.Tensor:
-        out = _DelayedMatmul.apply(input, self.weight.t(), self)
-        if self.bias is not None:
-            out = out + self.bias.to(out.dtype)
-        return out

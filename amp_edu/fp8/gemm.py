@@ -1,22 +1,42 @@
-"""The scaled fp8 matmul: ``torch._scaled_mm`` with the layouts and scales it expects.
+"""The scaled fp8 matmul: ``torch._scaled_mm`` with the layouts, scales and shapes it expects.
 
 ``torch._scaled_mm(a, b, scale_a, scale_b, out_dtype)`` multiplies two fp8 matrices, accumulates
 in float32 and multiplies the result by ``scale_a * scale_b``. Its scales are *dequantization*
 factors (cuBLAS's convention), so we pass the reciprocals of the quantization scales we cast
 with: ``a ≈ a_fp8 / sa`` and ``b ≈ b_fp8 / sb`` give ``a @ b ≈ (a_fp8 @ b_fp8) * (1/sa) * (1/sb)``.
 
-Rules the kernel imposes (on GPUs; the CPU kernel accepts more, we follow the GPU's so one code
-path runs everywhere): ``a`` row-major, ``b`` column-major; scales either both per tensor (0-dim)
-or per row of ``a`` (shape ``(M, 1)``) and per column of ``b`` (``(1, N)``).
+Rules the GPU kernel imposes, which :func:`scaled_mm` enforces on every device (the CPU kernel
+accepts more; we follow the GPU's so a run that works here works there):
 
-What torchao 0.18 does, which we copy so the bits agree:
+* ``a`` row-major, ``b`` column-major (copied into those layouts when they are not);
+* shapes: ``a``'s K and both of ``b``'s dims divisible by 16 (torch 2.13's CUDA ``_scaled_mm``:
+  "Expected trailing dimension of mat1 to be divisible by 16"; "mat2 shape ... must be
+  divisible by 16"). ``pad_inner_dim=True`` pads K with zeros up to a multiple of 16 instead,
+  as torchao's ``Float8LinearConfig.pad_inner_dim`` does (``pad_tensor_for_matmul`` in
+  ``torchao/float8/float8_utils.py``); zeros add nothing to the sums. ``b``'s N is never padded,
+  so it must be a multiple of 16 either way. For a linear layer that means in- and
+  out-features divisible by 16; the token count only needs padding (it is K of grad_weight);
+* scales: both per tensor (0-dim), or ``a`` per row ``(M, 1)`` and ``b`` per column ``(1, N)``.
+  A mixed pair (one operand axiswise, the other per tensor, as in torchao's
+  ``rowwise_with_gw_hp`` grad_input GEMM) gets its per-tensor scale repeated along the needed
+  axis, so the row-wise kernel runs (torchao's ``preprocess_addmm``). The granularity is read
+  from each :class:`~amp_edu.fp8.cast.Float8Tensor` (``axiswise_dim``), never guessed from shapes.
 
-* Per-row scales without ``use_fast_accum`` (the two backward GEMMs): the GPU's row-wise kernel
-  is slow then, so the matmul runs with unit scales and the ``1/sa * 1/sb`` product is applied
-  afterwards, in the output dtype.
-* Per-row scales with a float32 or float16 output: the kernel is asked for bfloat16 and the
+What torchao 0.18 does in ``addmm_float8_unwrapped`` (``torchao/float8/float8_ops.py``), which
+we copy so the bits agree:
+
+* Row-wise scales without ``use_fast_accum`` (the backward GEMMs): the GPU's row-wise kernel is
+  slow then, so the matmul runs with unit scales and ``1/sa * 1/sb`` is applied afterwards, in
+  the output dtype.
+* Row-wise scales with a float32 or float16 output: the kernel is asked for bfloat16 and the
   result converted, because the row-wise kernel has no float32 output (pytorch/pytorch#156771).
   So a row-wise Float8Linear in float32 still rounds its GEMM results to bfloat16.
+
+``use_fast_accum`` (torchao sets it for the forward GEMM only) selects the GPU's fast fp8
+accumulation. On Hopper that accumulator keeps only about 14 bits (DeepSeek-V3 technical report,
+arXiv:2412.19437, section 3.3.2, which therefore promotes partial sums to fp32 every 128
+elements). The CPU kernel ignores the flag and accumulates in float32;
+:mod:`~amp_edu.fp8.accumulate` emulates a narrow accumulator to measure what it costs.
 """
 
 from __future__ import annotations
@@ -25,7 +45,9 @@ import torch
 
 from .cast import Float8Tensor
 
-__all__ = ["scaled_mm", "is_row_major"]
+__all__ = ["scaled_mm", "is_row_major", "pad_to_16", "GEMM_ALIGNMENT"]
+
+GEMM_ALIGNMENT = 16   # torch's CUDA _scaled_mm: K and N multiples of 16
 
 
 def is_row_major(stride) -> bool:
@@ -33,24 +55,64 @@ def is_row_major(stride) -> bool:
     return stride[0] > stride[1] and stride[1] == 1
 
 
+def pad_to_16(t: torch.Tensor, dim: int) -> torch.Tensor:
+    """``t`` (2-D) with zeros appended along ``dim`` up to a multiple of 16 (torchao's
+    ``pad_tensor_for_matmul``)."""
+    extra = -t.shape[dim] % GEMM_ALIGNMENT
+    if not extra:
+        return t
+    pad = (0, extra, 0, 0) if dim == 1 else (0, 0, 0, extra)
+    return torch.nn.functional.pad(t, pad)
+
+
+def _check_shapes(a: Float8Tensor, b: Float8Tensor, pad_inner_dim: bool) -> None:
+    m, k = a.shape
+    n = b.shape[1]
+    bad = [f"{what}={v}" for what, v in (("K", k), ("N", n)) if v % GEMM_ALIGNMENT
+           and not (what == "K" and pad_inner_dim)]
+    if bad:
+        fix = "" if pad_inner_dim or n % GEMM_ALIGNMENT else " (or pad_inner_dim=True, which pads K)"
+        raise ValueError(f"fp8 GEMM ({m}, {k}) @ ({k}, {n}): {', '.join(bad)} must be a multiple of "
+                         f"{GEMM_ALIGNMENT}, as the GPU's _scaled_mm requires{fix}")
+
+
+def _kernel_scales(a: Float8Tensor, b: Float8Tensor):
+    """The two scales as the kernel takes them, and whether the row-wise kernel runs."""
+    ga, gb = a.axiswise_dim, b.axiswise_dim
+    if ga not in (None, 1) or gb not in (None, 0):
+        raise ValueError("scales must be per tensor, or one per row of a (axiswise_dim=1, shape (M, 1)) "
+                         f"and one per column of b (axiswise_dim=0, shape (1, N)); got axiswise_dim "
+                         f"{ga} and {gb}")
+    sa, sb = a.scale, b.scale
+    if ga is None and gb is None:
+        return sa, sb, False
+    if ga is None:                                   # mixed: repeat the per-tensor scale
+        sa = sa.repeat(a.shape[0]).reshape(-1, 1)
+    if gb is None:
+        sb = sb.repeat(b.shape[1]).reshape(1, -1)
+    return sa, sb, True
+
+
 def scaled_mm(a: Float8Tensor, b: Float8Tensor, *, out_dtype: torch.dtype | None = None,
-              use_fast_accum: bool = False) -> torch.Tensor:
+              use_fast_accum: bool = False, pad_inner_dim: bool = False) -> torch.Tensor:
     """``a @ b`` for two :class:`Float8Tensor` matrices, in ``out_dtype`` (default ``a``'s original).
 
-    Both operands per tensor, or ``a`` per row and ``b`` per column; anything else is a ValueError.
+    Shapes, layouts and scale granularities as the module docstring says; anything else is a
+    ValueError that names the rule.
     """
     if not (isinstance(a, Float8Tensor) and isinstance(b, Float8Tensor)):
         raise TypeError("scaled_mm takes two Float8Tensor operands (see amp_edu.fp8.cast_to_float8)")
     if a.data.dim() != 2 or b.data.dim() != 2 or a.shape[1] != b.shape[0]:
         raise ValueError(f"scaled_mm needs matrices (m, k) @ (k, n), got {tuple(a.shape)} @ {tuple(b.shape)}")
+    _check_shapes(a, b, pad_inner_dim)
     out_dtype = a.orig_dtype if out_dtype is None else out_dtype
-    a_data = a.data if is_row_major(a.data.stride()) else a.data.contiguous()
-    b_data = b.data.t().contiguous().t() if is_row_major(b.data.stride()) else b.data
-    inv_a, inv_b = a.scale.reciprocal(), b.scale.reciprocal()
-    rowwise = a.scale.shape == (a.shape[0], 1) and b.scale.shape == (1, b.shape[1])
-    if not rowwise and (a.scale.dim() != 0 or b.scale.dim() != 0):
-        raise ValueError("scales must be both per tensor (0-dim) or per row of a (m, 1) and per "
-                         f"column of b (1, n); got {tuple(a.scale.shape)} and {tuple(b.scale.shape)}")
+    sa, sb, rowwise = _kernel_scales(a, b)
+    a_data, b_data = a.data, b.data
+    if pad_inner_dim:
+        a_data, b_data = pad_to_16(a_data, 1), pad_to_16(b_data, 0)
+    a_data = a_data if is_row_major(a_data.stride()) else a_data.contiguous()
+    b_data = b_data.t().contiguous().t() if is_row_major(b_data.stride()) else b_data
+    inv_a, inv_b = sa.reciprocal(), sb.reciprocal()
     post = None
     if rowwise and not use_fast_accum:
         post = inv_a * inv_b                        # applied after the GEMM, in the output dtype

@@ -1,23 +1,32 @@
-"""``Float8Linear``: an ``nn.Linear`` whose three GEMMs run in fp8, built from the pieces before.
+"""``Float8Linear``: an ``nn.Linear`` whose three GEMMs run in fp8, as its config says.
 
 Forward (``y = x @ W.T + b``)::
 
-    x8 = cast(x, e4m3)           W8 = cast(W.T, e4m3)          y = scaled_mm(x8, W8) + b
+    y  = gemm(cast(x, input), cast(W.T, weight)) + b
 
-Backward, with ``dY`` the incoming gradient (e5m2 per tensor, or e4m3 per row)::
+Backward, with ``dY`` the incoming gradient::
 
-    dX = scaled_mm(cast(dY), cast(W.T).t())        # grad_input:  dY @ W
-    dW = scaled_mm(cast(dY).t(), cast(x))          # grad_weight: dY.T @ x
-    db = dY.sum(0)                                 # autograd, in high precision
+    dX = gemm(cast(dY, grad_output), cast(W.T, weight_for_grad_input).t())         # dY @ W
+    dW = gemm(cast(dY, grad_output_for_grad_weight).t(), cast(x, input_for_grad_weight))  # dY.T @ x
+    db = dY.sum(0)                                                                 # autograd
 
-What is *saved* for backward is the high-precision ``x`` and ``W`` (not their fp8 casts): each
-backward GEMM needs its operands scaled along its own reduction dim, so they are cast again.
-The weights themselves stay in their high-precision dtype (the master copy the optimizer
-updates): fp8 is only the format of the GEMM operands.
+Each ``cast`` reads its :class:`~amp_edu.fp8.config.CastConfig`: a disabled one leaves the
+operand in high precision (the GEMM is then a plain ``torch.mm``, as torchao's
+``rowwise_with_gw_hp`` does for dW), an axiswise one takes one scale per slice along the GEMM's
+reduction dim (dim -1 for ``x`` and ``dY`` in the forward and grad_input GEMMs, dim 0 in
+grad_weight), a tensorwise one a single scale. What is *saved* for backward is the
+high-precision ``x`` and ``W``: each backward GEMM needs its operands scaled along its own
+reduction dim, so they are cast again. The weights stay in their own dtype (the master copy the
+optimizer updates): fp8 is only the format of the GEMM operands.
+
+A config with ``ScalingType.DELAYED`` (Transformer Engine's recipe) takes its per-tensor scales
+from amax histories instead (:mod:`~amp_edu.fp8.delayed`); then one fp8 cast of ``x`` and of
+``W`` serves all three GEMMs and backward keeps those 1-byte casts.
 
 The bias is added outside the fp8 GEMM in the output dtype, and under CUDA autocast the input
-is cast to the autocast dtype first, both as torchao does; with those rules the outputs and the
-gradients are bit-identical to ``torchao.float8.Float8Linear`` (``tests/test_fp8_parity.py``).
+is cast to the autocast dtype first, both as torchao does (``torchao/float8/float8_linear.py``);
+with those rules the outputs and the gradients are bit-identical to
+``torchao.float8.Float8Linear`` for its three recipes (``tests/test_fp8_parity.py``).
 """
 
 from __future__ import annotations
@@ -26,70 +35,85 @@ import torch
 from torch import nn
 
 from .cast import Float8Tensor, cast_to_float8
+from .config import CastConfig, Float8LinearConfig, Granularity, get_config
+from .delayed import AmaxHistory, DelayedMatmul
 from .gemm import scaled_mm
-from .recipes import Recipe, get_recipe
 
-__all__ = ["Float8Linear", "float8_matmul"]
+__all__ = ["Float8Linear"]
 
 
-def _cast(x: torch.Tensor, fp8_dtype: torch.dtype, recipe: Recipe, dim: int) -> Float8Tensor:
-    """Cast with the recipe's granularity: per tensor, or one scale per slice along ``dim``."""
-    return cast_to_float8(x, fp8_dtype, dim=dim if recipe.rowwise else None,
-                          power_of_2=recipe.power_of_2)
+def _operand(t: torch.Tensor, cast: CastConfig, config: Float8LinearConfig, dim: int):
+    """``t`` cast as ``cast`` says, with its scales along ``dim`` if axiswise; or ``t`` itself."""
+    if not cast.enabled:
+        return t
+    axis = dim if cast.granularity is Granularity.AXISWISE else None
+    return cast_to_float8(t, cast.dtype, dim=axis, power_of_2=config.power_of_2)
+
+
+def _mm(a, b, config: Float8LinearConfig, fast_accum: bool) -> torch.Tensor:
+    if isinstance(a, Float8Tensor):
+        return scaled_mm(a, b, use_fast_accum=fast_accum, pad_inner_dim=config.pad_inner_dim)
+    return torch.mm(a, b)                                  # both operands left in high precision
 
 
 class _Float8Matmul(torch.autograd.Function):
-    """``input @ weight_t`` with both operands cast to fp8, forward and backward."""
+    """``input @ weight_t`` with each operand cast as the config says, forward and backward."""
 
     @staticmethod
-    def forward(ctx, input_hp, weight_t_hp, recipe: Recipe):
+    def forward(ctx, input_hp, weight_t_hp, config: Float8LinearConfig):
         ctx.save_for_backward(input_hp, weight_t_hp)
-        ctx.recipe = recipe
+        ctx.config = c = config
         x2d = input_hp.reshape(-1, input_hp.shape[-1])
-        x8 = _cast(x2d, recipe.input_dtype, recipe, dim=-1)          # one scale per row of x
-        w8 = _cast(weight_t_hp, recipe.weight_dtype, recipe, dim=0)  # one per output feature
-        out = scaled_mm(x8, w8, use_fast_accum=recipe.fast_accum_output)
+        x8 = _operand(x2d, c.input, c, dim=-1)               # scales along K: one per row of x
+        w8 = _operand(weight_t_hp, c.weight, c, dim=0)       # ... one per output feature of W
+        out = _mm(x8, w8, c, c.fast_accum_output)
         return out.reshape(*input_hp.shape[:-1], out.shape[-1])
 
     @staticmethod
     def backward(ctx, grad_output):
         input_hp, weight_t_hp = ctx.saved_tensors
-        r = ctx.recipe
+        c = ctx.config
         go = grad_output.reshape(-1, grad_output.shape[-1])
         # grad_input = dY @ W: reduce over output features
-        go8 = _cast(go, r.grad_dtype, r, dim=-1)
-        w8 = _cast(weight_t_hp, r.weight_dtype, r, dim=-1)
-        grad_input = scaled_mm(go8, w8.t()).reshape(*grad_output.shape[:-1], -1)
+        go8 = _operand(go, c.grad_output, c, dim=-1)
+        w8 = _operand(weight_t_hp, c.weight_for_grad_input, c, dim=-1)
+        grad_input = _mm(go8, w8.t(), c, False).reshape(*grad_output.shape[:-1], -1)
         # grad_weight = dY.T @ x: reduce over the batch (tokens)
-        go8_cols = _cast(go, r.grad_dtype, r, dim=0)
-        x8_cols = _cast(input_hp.reshape(-1, input_hp.shape[-1]), r.input_dtype, r, dim=0)
-        grad_weight = scaled_mm(go8_cols.t(), x8_cols)
+        go8_cols = _operand(go, c.grad_output_for_grad_weight, c, dim=0)
+        x8_cols = _operand(input_hp.reshape(-1, input_hp.shape[-1]), c.input_for_grad_weight, c, dim=0)
+        grad_weight = _mm(go8_cols.t(), x8_cols, c, False)
         return grad_input, grad_weight.t(), None
 
 
-def float8_matmul(input: torch.Tensor, weight_t: torch.Tensor, recipe="tensorwise") -> torch.Tensor:
-    """``input @ weight_t`` (``input`` ``(..., k)``, ``weight_t`` ``(k, n)``) in fp8, differentiable."""
-    return _Float8Matmul.apply(input, weight_t, get_recipe(recipe))
-
-
 class Float8Linear(nn.Linear):
-    """``nn.Linear`` with fp8 GEMMs under a recipe (``"tensorwise"`` or ``"rowwise"``).
+    """``nn.Linear`` with fp8 GEMMs under ``config`` (a :class:`Float8LinearConfig` or a recipe name).
 
-    ``Float8Linear(in_features, out_features, bias=True, recipe="tensorwise", device=None,
-    dtype=None)``, or :meth:`from_float` to wrap an existing layer's parameters (shared, not copied).
+    ``Float8Linear(in_features, out_features, bias=True, config="tensorwise", device=None,
+    dtype=None)``, or :meth:`from_float` to wrap an existing layer's parameters (shared, not
+    copied). A delayed config adds three :class:`~amp_edu.fp8.delayed.AmaxHistory` submodules
+    (``amax_input``, ``amax_weight``, ``amax_grad``), saved in the ``state_dict``.
     """
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True, *,
-                 recipe="tensorwise", device=None, dtype=None):
-        self.recipe = get_recipe(recipe)
+                 config="tensorwise", device=None, dtype=None):
+        self.config = get_config(config)
         super().__init__(in_features, out_features, bias=bias, device=device, dtype=dtype)
+        c = self.config
+        if c.delayed:
+            hist = dict(history_len=c.history_len, margin=c.margin, reduce_amax=c.reduce_amax)
+            self.amax_input = AmaxHistory(c.input.dtype, **hist).to(device)
+            self.amax_weight = AmaxHistory(c.weight.dtype, **hist).to(device)
+            self.amax_grad = AmaxHistory(c.grad_output.dtype, **hist).to(device)
 
     @classmethod
-    def from_float(cls, mod: nn.Linear, recipe="tensorwise") -> "Float8Linear":
+    def from_float(cls, mod: nn.Linear, config="tensorwise") -> "Float8Linear":
         if not isinstance(mod, nn.Linear):
             raise TypeError(f"from_float takes an nn.Linear, got {type(mod).__name__}")
         with torch.device("meta"):
-            new = cls(mod.in_features, mod.out_features, bias=False, recipe=recipe)
+            new = cls(mod.in_features, mod.out_features, bias=False, config=config)
+        if new.config.delayed:                          # the amax buffers live with the weight
+            for name in ("amax_input", "amax_weight", "amax_grad"):
+                setattr(new, name, getattr(new, name).to_empty(device=mod.weight.device).reset())
         new.weight = mod.weight
         new.bias = mod.bias
         return new
@@ -97,10 +121,13 @@ class Float8Linear(nn.Linear):
     def forward(self, input: torch.Tensor) -> torch.Tensor:
         if torch.is_autocast_enabled():                    # CUDA autocast, as torchao does
             input = input.to(torch.get_autocast_dtype("cuda"))
-        out = _Float8Matmul.apply(input, self.weight.t(), self.recipe)
+        if self.config.delayed:
+            out = DelayedMatmul.apply(input, self.weight.t(), self)
+        else:
+            out = _Float8Matmul.apply(input, self.weight.t(), self.config)
         if self.bias is not None:
             out = out + self.bias.to(out.dtype)
         return out
 
     def extra_repr(self) -> str:
-        return f"{super().extra_repr()}, recipe={self.recipe.name}"
+        return f"{super().extra_repr()}, config={self.config.name}"

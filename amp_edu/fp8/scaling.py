@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import torch
 
-from ..formats import get_format
+from .. import formats
 from ..validate import check_int
 
 __all__ = ["EPS", "FP8_DTYPES", "fp8_max", "amax", "amax_to_scale", "round_down_to_power_of_2",
@@ -38,7 +38,7 @@ def fp8_max(fp8_dtype: torch.dtype) -> float:
     """Largest finite value of an fp8 dtype (448 for e4m3fn, 57344 for e5m2), from amp_edu.formats."""
     if fp8_dtype not in FP8_DTYPES:
         raise ValueError(f"fp8_dtype must be one of {FP8_DTYPES}, got {fp8_dtype!r}")
-    return get_format(fp8_dtype).max
+    return formats.get(fp8_dtype).max
 
 
 def amax(x: torch.Tensor, dim: int | None = None) -> torch.Tensor:

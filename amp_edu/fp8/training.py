@@ -1,11 +1,14 @@
-"""fp8 training recipes for :func:`amp_edu.train.train`: one class, three registered names.
+"""fp8 training recipes for :func:`amp_edu.train.train`: one class, one registered name per fp8 recipe.
 
-``fp8_tensorwise``, ``fp8_rowwise`` and ``fp8_delayed`` keep the weights in float32 (the master
-copy the optimizer updates, as every recipe of this course does) and swap the model's
-``nn.Linear`` layers for fp8 ones with :func:`~amp_edu.fp8.convert.convert_to_float8_training`
-before the optimizer is built. The output layer (``head``) stays in high precision, as torchao
-and Transformer Engine recommend for the first and last layers; embeddings, LayerNorm and the
-attention softmax are not linear layers and never run in fp8::
+Every name of :func:`~amp_edu.fp8.config.recipe_names` is registered as ``fp8_<name>``
+(``fp8_tensorwise``, ``fp8_rowwise``, ``fp8_rowwise_with_gw_hp``, ``fp8_delayed``): the list
+lives in :mod:`~amp_edu.fp8.config` only, and :func:`fp8_recipes` reads it at call time. Each
+keeps the weights in float32 (the master copy the optimizer updates, as every recipe of this
+course does) and swaps the model's ``nn.Linear`` layers for fp8 ones with
+:func:`~amp_edu.fp8.convert.convert_to_float8_training` before the optimizer is built. The output
+layer (``head``) stays in high precision, as torchao and Transformer Engine recommend for the
+first and last layers; embeddings, LayerNorm and the attention softmax are not linear layers and
+never run in fp8::
 
     import amp_edu.fp8                # registers the names
     train(task, "transformer", "fp8_rowwise", steps=200)
@@ -15,12 +18,18 @@ from __future__ import annotations
 
 from torch import nn
 
-from ..recipes import Recipe, register
+from ..recipes import Family, Recipe, register
+from .config import Float8LinearConfig, recipe_names
 from .convert import convert_to_float8_training
 
-__all__ = ["Fp8", "FP8_RECIPES", "keep_head"]
+__all__ = ["Fp8", "fp8_recipes", "keep_head"]
 
-FP8_RECIPES = ("fp8_tensorwise", "fp8_rowwise", "fp8_delayed")
+PREFIX = "fp8_"
+
+
+def fp8_recipes() -> tuple[str, ...]:
+    """The training-recipe names of the fp8 recipes: ``fp8_`` + each of :func:`recipe_names`."""
+    return tuple(PREFIX + n for n in recipe_names())
 
 
 def keep_head(module: nn.Module, fqn: str) -> bool:
@@ -29,21 +38,25 @@ def keep_head(module: nn.Module, fqn: str) -> bool:
 
 
 class Fp8(Recipe):
-    """fp32 weights; the linear layers' GEMMs in fp8 under ``fp8_recipe`` (no loss scaling)."""
+    """fp32 weights; the linear layers' GEMMs in fp8 under ``fp8_recipe`` (no loss scaling).
 
-    def __init__(self, fp8_recipe: str = "tensorwise", *, module_filter_fn=keep_head,
-                 history_len: int = 16, margin: int = 0):
+    ``fp8_recipe`` is a name of :func:`recipe_names`; ``config_overrides`` replace fields of its
+    :class:`~amp_edu.fp8.config.Float8LinearConfig` (``history_len=4`` for ``delayed``, ...).
+    """
+
+    family = Family.FP8
+
+    def __init__(self, fp8_recipe: str = "tensorwise", *, module_filter_fn=keep_head, **config_overrides):
         super().__init__()
-        if fp8_recipe not in ("tensorwise", "rowwise", "delayed"):
-            raise ValueError(f"fp8_recipe must be 'tensorwise', 'rowwise' or 'delayed', got {fp8_recipe!r}")
+        if fp8_recipe not in recipe_names():
+            raise ValueError(f"fp8_recipe must be one of {recipe_names()}, got {fp8_recipe!r}")
+        self.config = Float8LinearConfig.from_recipe_name(fp8_recipe, **config_overrides)
         self.fp8_recipe, self.filter = fp8_recipe, module_filter_fn
-        self.delayed_kwargs = dict(history_len=history_len, margin=margin) if fp8_recipe == "delayed" else {}
-        self.name = f"fp8_{fp8_recipe}"
+        self.name = PREFIX + fp8_recipe
 
     def cast_model(self, model: nn.Module) -> None:
-        convert_to_float8_training(model, self.fp8_recipe, module_filter_fn=self.filter,
-                                   **self.delayed_kwargs)
+        convert_to_float8_training(model, self.config, module_filter_fn=self.filter)
 
 
-for _name in FP8_RECIPES:
-    register(_name, lambda r=_name[4:]: Fp8(r))
+for _name in recipe_names():
+    register(PREFIX + _name, lambda r=_name: Fp8(r))
