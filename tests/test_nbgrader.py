@@ -4,8 +4,9 @@ The fast tests check the metadata with nbgrader's own validator and its own ``Cl
 preprocessor on every solution. The end-to-end test runs the real command line on lesson 01 in a
 temporary folder: ``nbgrader generate_assignment`` must give the notebook ``make exercises`` writes
 into ``exercises/`` (``tests/test_course.py`` checks that ``exercises/`` is not stale), and
-``nbgrader autograde`` must score a solved notebook full marks, the shipped exercise zero, and a
-notebook whose check cells were edited to pass zero too.
+``nbgrader autograde`` must score a solved notebook full marks — the release and a notebook
+started from ``exercises/`` alike —, the shipped exercise zero, and a notebook whose check cells
+were edited to pass zero too.
 """
 
 from __future__ import annotations
@@ -139,6 +140,13 @@ def test_nbgrader_generates_the_exercise_and_autogrades_solved_full_and_shipped_
             c.source = "\n".join(ln for ln in source[c.metadata.nbgrader["grade_id"]].source.splitlines()
                                  if ln.strip() not in (exercises.BEGIN, exercises.END))
     notebook.write(release, course / "submitted" / "solver" / LESSON / f"{LESSON}.ipynb")
+    # a learner who solved the notebook from exercises/ (what the README hands out) instead
+    ours = notebook.read(ROOT / "exercises" / f"{LESSON}.ipynb")
+    for c in ours.cells:
+        if c.metadata.get("nbgrader", {}).get("solution"):
+            c.source = "\n".join(ln for ln in source[c.metadata.nbgrader["grade_id"]].source.splitlines()
+                                 if ln.strip() not in (exercises.BEGIN, exercises.END))
+    notebook.write(ours, course / "submitted" / "from_exercises" / LESSON / f"{LESSON}.ipynb")
     # a learner who edited the checks instead: nbgrader restores locked cells from the source
     cheat = notebook.read(course / "release" / LESSON / f"{LESSON}.ipynb")
     for c in cheat.cells:
@@ -156,5 +164,7 @@ def test_nbgrader_generates_the_exercise_and_autogrades_solved_full_and_shipped_
         solved = gb.find_submission(LESSON, "solver")
         unsolved = gb.find_submission(LESSON, "shipped")
         assert (solved.score, solved.max_score) == (n_checks, n_checks)
+        ours = gb.find_submission(LESSON, "from_exercises")
+        assert (ours.score, ours.max_score) == (n_checks, n_checks)
         assert (unsolved.score, unsolved.max_score) == (0, n_checks)
         assert gb.find_submission(LESSON, "cheater").score == 0

@@ -112,11 +112,23 @@ def strip(nb):
 
 
 def exercise(solution_path) -> "nbformat.NotebookNode":
-    """The exercise made from the solution at ``solution_path``: :func:`strip`, plus the metadata
-    ``{"amp_edu": {"exercise": "<NN_name>"}}`` by which the grader recognises it whatever the
-    learner renames the file to (:func:`amp_edu.course.reference.recognise`)."""
+    """The exercise made from the solution at ``solution_path``: :func:`strip`, plus
+
+    * the notebook metadata ``{"amp_edu": {"exercise": "<NN_name>"}}`` by which the class grader
+      recognises it whatever the learner renames the file to
+      (:func:`amp_edu.course.reference.recognise`);
+    * on every cell, the nbgrader role :func:`amp_edu.course.nbgrader.to_nbgrader` gives it, so a
+      notebook a learner started from ``exercises/`` is graded by ``nbgrader autograde`` exactly
+      like nbgrader's own release (without it nbgrader finds no answer and no test cell and scores
+      a solved notebook 0).
+    """
+    from .nbgrader import to_nbgrader
+
     path = Path(solution_path)
-    nb = strip(notebook.read(path))
+    sol = notebook.read(path)
+    nb = strip(sol)
+    for cell, graded in zip(nb.cells, to_nbgrader(sol).cells):
+        cell.metadata["nbgrader"] = graded.metadata["nbgrader"]
     nb.metadata["amp_edu"] = {"exercise": path.stem}
     return nb
 
