@@ -1,4 +1,4 @@
-"""The mode's hot path (autocast/fastpath.py) makes the general path's decisions, tensor by tensor.
+"""The mode's hot path (autocast/_fastpath.py) makes the general path's decisions, tensor by tensor.
 
 For every combination of the properties the two paths read (dtype, device, requires_grad, leaf,
 view, torch's cached-tensor registry, tensor subclass, nesting, the target dtype, the cache switch,
@@ -13,7 +13,8 @@ import itertools
 import pytest
 import torch
 
-from amp_edu.autocast import autocast, fastpath, policy
+from amp_edu.autocast import _fastpath as fastpath
+from amp_edu.autocast import autocast, policy
 from amp_edu.autocast.cache import WeightCache
 
 BF16, F16, F32, F64 = torch.bfloat16, torch.float16, torch.float32, torch.float64
@@ -126,7 +127,7 @@ def test_the_region_takes_the_hot_path_for_a_linear_layer(monkeypatch):
         calls.append(out is not None)
         return out
 
-    monkeypatch.setattr("amp_edu.autocast.mode.cast_positional", spy)
+    monkeypatch.setattr("amp_edu.autocast._fastpath.cast_positional", spy)
     lin = torch.nn.Linear(4, 4)
     with autocast("cpu"):
         y = lin(torch.randn(2, 4))
@@ -136,3 +137,33 @@ def test_the_region_takes_the_hot_path_for_a_linear_layer(monkeypatch):
     with torch.autocast("cpu"):
         y_ref = lin(torch.randn(2, 4))
     assert y_ref.dtype == y.dtype
+
+
+def _step(model, x, y):
+    with autocast("cpu"):
+        out = model(x)
+        loss = torch.nn.functional.cross_entropy(out, y)
+    loss.backward()
+    return out, loss, [p.grad.clone() for p in model.parameters()]
+
+
+@pytest.mark.parametrize("dtype", [BF16, torch.float16])
+def test_a_model_step_is_the_same_on_the_readable_path_alone(dtype, monkeypatch):
+    """Forward, loss and every gradient, bit for bit, with and without the hot path (the readable
+    ``_AutocastMode.general`` taking every call)."""
+    def run():
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.LayerNorm(16),
+                                    torch.nn.Linear(16, 4))
+        x, y = torch.randn(5, 8), torch.tensor([0, 1, 2, 3, 0])
+        with autocast("cpu", dtype=dtype):
+            out = model(x)
+            again = model(x)                       # the second forward reads the weight cache
+            loss = torch.nn.functional.cross_entropy(out + again, y)
+        loss.backward()
+        return [out, again, loss] + [p.grad for p in model.parameters()]
+    fast = run()
+    monkeypatch.setattr("amp_edu.autocast._fastpath.lower_or_fp32_on_cpu", lambda *a, **k: fastpath.MISS)
+    readable = run()
+    for a, b in zip(fast, readable):
+        assert a.dtype == b.dtype and torch.equal(a, b)

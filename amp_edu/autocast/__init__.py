@@ -3,9 +3,11 @@
 =================  ===============================================================
 ``policy``         the op tables (CUDA and CPU) and the cast decision per category
 ``cache``          the weight-cast cache and its lifetime
-``fastpath``       the mode's hot path: the casts of a common call in one loop (same decisions)
-``mode``           ``autocast`` itself: the TorchFunctionMode, the autocast state it shares with
-                   torch (so torch's queries see a region), nesting, thread-local state
+``mode``           ``autocast`` itself: the TorchFunctionMode (its readable path is
+                   ``_AutocastMode.general``), the autocast state it shares with torch (so
+                   torch's queries see a region), nesting, thread-local state
+``_fastpath``      private: the mode's hot path, the casts of the commonest call in one loop
+                   (the same decisions, proven by ``tests/test_autocast_fastpath.py``)
 ``custom``         ``custom_fwd`` / ``custom_bwd`` for custom autograd Functions
 ``trace``          ``trace_dtypes``: the dtype of every op's inputs and outputs, measured
 =================  ===============================================================

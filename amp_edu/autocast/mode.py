@@ -17,11 +17,12 @@ The mode does three things per call:
    ``policy.decide``; casts of weights go through the region's ``WeightCache``.
 3. **Everything else** runs untouched.
 
-Step 2 for the most common call (a ``lower``/``fp32`` op on plain CPU tensors passed positionally,
-like ``nn.Linear``'s) runs in :func:`fastpath.cast_positional`: the same decisions in one loop that
-reads each tensor's properties once, because on a small model this Python is the whole cost of the
-region (``python -m amp_edu.bench.autocast_overhead``; ``tests/test_autocast_fastpath.py`` proves
-both paths agree).
+:meth:`_AutocastMode.general` is that path, written to be read. The most common call (a
+``lower``/``fp32`` op on plain CPU tensors passed positionally, like ``nn.Linear``'s) takes a
+shortcut in the private :mod:`amp_edu.autocast._fastpath`: the same decisions in one loop that reads
+each tensor's properties once, because on a small model this Python is the whole cost of the region
+(``python -m amp_edu.bench.autocast_overhead``; ``tests/test_autocast_fastpath.py`` proves both
+paths agree).
 
 One autocast state, shared with torch
 -------------------------------------
@@ -91,7 +92,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from .cache import WeightCache
-from .fastpath import cast_positional
+from . import _fastpath
 from .policy import ALIASES, CONDITIONAL, FP32, LOWER, POLICIES, cast_arguments, decide, lookup, op_name
 
 __all__ = ["autocast", "is_autocast_enabled", "get_autocast_dtype", "get_autocast_policy",
@@ -202,17 +203,6 @@ _ALL_REGISTERED = TORCH_REGISTERED["cpu"] | TORCH_REGISTERED["cuda"]
 THIN_WRAPPERS = {torch.nn.functional.cross_entropy: "cross_entropy_loss"}
 
 
-_REGISTERED_CPU = TORCH_REGISTERED["cpu"]
-
-
-def _no_tensors(kwargs: dict) -> bool:
-    """No keyword argument is a tensor or a container that may hold one (``out=`` is a tensor)."""
-    for v in kwargs.values():
-        if isinstance(v, (torch.Tensor, list, tuple, dict)):
-            return False
-    return True
-
-
 def _route(func):
     """``_OPEN`` for a Python-level composite; the ATen name for an op a policy lists or torch's
     autocast registers; ``("composite", name)`` for a known C++ composite; else None."""
@@ -274,16 +264,9 @@ def redispatch(func, types_, args, kwargs):
 
 
 _is_enabled = torch._C.is_autocast_enabled
-_set_enabled = torch._C.set_autocast_enabled
-# the same two bits read and written by enum, without parsing a device string (the hot path's
-# spelling of ``is_autocast_enabled("cpu")`` and ``set_autocast_enabled("cpu", not excluded)``)
-_excluded = torch._C._dispatch_tls_is_dispatch_key_excluded
-_set_excluded = torch._C._dispatch_tls_set_dispatch_key_excluded
-_CPU_KEY, _CUDA_KEY = torch._C.DispatchKey.AutocastCPU, torch._C.DispatchKey.AutocastCUDA
 _get_dtype = torch._C.get_autocast_dtype
 _cache_on = torch._C.is_autocast_cache_enabled
 _inference = torch.is_inference_mode_enabled
-_F32 = torch.float32
 
 
 def _autocast_device(args, kwargs):
@@ -321,8 +304,8 @@ class _AutocastMode(TorchFunctionMode):
         self.policy = state.policy            # this thread's per-device tables (shared dict)
         self.cpu_table = POLICIES["cpu"]         # the table of CPU tensors' region (the hot path's)
         self.cpu_conditional = CONDITIONAL["cpu"]
+        self.registered_cpu = TORCH_REGISTERED["cpu"]   # ops torch's AutocastCPU kernel casts
         self.cache = state.cache
-        self._casters: dict = {}               # (to, low dtype, cache on) -> self.cache.caster(...)
         self.opening = state.opening
         self._guard = torch._C._ExcludeDispatchKeyGuard(_AUTOCAST_KEYS)   # reusable, not re-entrant
         self._guard_busy = False
@@ -353,27 +336,18 @@ class _AutocastMode(TorchFunctionMode):
             if not isinstance(func, types.MethodType):
                 _ROUTES[func] = route
         kind = self.cpu_table.get(route) if type(route) is str else None
-        if ((kind is LOWER or kind is FP32) and args and (not kwargs or _no_tensors(kwargs))
-                and route not in self.cpu_conditional):
-            # The hot path: a lower/fp32 op on plain CPU tensors passed positionally (what nn.Linear,
-            # the losses and most user code make): the general path's decisions below, in the order
-            # that reads the fewest properties, with the casts in one loop (fastpath.py).
-            # With CUDA autocast off, the op's autocast device is the CPU if any tensor argument is
-            # on it (``_autocast_device``), and only CPU tensors are cast: the loop decides both.
-            if _excluded(_CUDA_KEY) and not _excluded(_CPU_KEY):      # CPU autocast on, CUDA off
-                if kind is LOWER:
-                    low_dtype = _get_dtype("cpu")
-                    cast = cast_positional(self.cache, args, low_dtype, low_dtype, _cache_on() and not _inference())
-                else:
-                    cast = cast_positional(self.cache, args, _F32, None, False)
-                if cast is not None:
-                    if self.own_policy and route not in _REGISTERED_CPU:
-                        return func(*cast, **kwargs) if kwargs else func(*cast)
-                    _set_excluded(_CPU_KEY, True)     # exclude torch's AutocastCPU key (see below)
-                    try:
-                        return func(*cast, **kwargs) if kwargs else func(*cast)
-                    finally:
-                        _set_excluded(_CPU_KEY, False)
+        if kind is LOWER or kind is FP32:
+            # the commonest call (a lower/fp32 op on plain CPU tensors), fast: the decisions of
+            # general() below, in the order that reads the fewest properties (_fastpath.py)
+            result = _fastpath.lower_or_fp32_on_cpu(self, func, route, kind, args, kwargs)
+            if result is not _fastpath.MISS:
+                return result
+        return self.general(func, types_, route, args, kwargs)
+
+    def general(self, func, types_, route, args, kwargs):
+        """What the mode does with one call of ``func`` (its ``route`` already found): the
+        readable path, which every call could take; the fast one above takes a shortcut only
+        where it makes these same decisions (``tests/test_autocast_fastpath.py``)."""
         if route is None:
             if self.own_policy:
                 return func(*args, **kwargs) if kwargs else func(*args)
@@ -403,41 +377,21 @@ class _AutocastMode(TorchFunctionMode):
                 return func(*args, **kwargs)
             _warn_composite(route[1], args, kwargs)
             return self.excluded(func, args, kwargs)
-        # an op a table lists or torch registers: the hot path, written out
-        first = args[0] if args else None
-        if type(first) is torch.Tensor and first.is_cpu and _is_enabled("cpu"):
-            device = "cpu"
-        else:
-            device = _autocast_device(args, kwargs)
-            if device is None:
-                return func(*args, **kwargs)
+        # an op a table lists or torch registers: cast by the table of its autocast device
+        device = _autocast_device(args, kwargs)
+        if device is None:
+            return func(*args, **kwargs)
         table = self.policy[device]
         kind = POLICIES[table].get(route)
         if kind is not None and route in CONDITIONAL[table]:
             kind = lookup(table, route, args, kwargs)
         if kind is not None:
             low_dtype = _get_dtype(device)
-            cache_on = _cache_on() and not _inference()
-            if kind is LOWER or kind is FP32:          # the two common kinds, casts written out
-                to = low_dtype if kind is LOWER else _F32
-                cast = self._casters.get((to, low_dtype, cache_on))
-                if cast is None:
-                    cast = self._casters[to, low_dtype, cache_on] = self.cache.caster(low_dtype, to, cache_on)
-                args, kwargs = cast_arguments(args, kwargs, to, device, cast)
-            else:
-                args, kwargs = decide(kind, args, kwargs, device_type=device, dtype=low_dtype,
-                                      cast=lambda t, to: self.cache.caster(low_dtype, to, cache_on)(t))
+            cache_on = _cache_on() and not _inference()      # inference tensors are never cached
+            args, kwargs = decide(kind, args, kwargs, device_type=device, dtype=low_dtype,
+                                  cast=lambda t, to: self.cache.caster(low_dtype, to, cache_on)(t))
         if self.own_policy and route not in TORCH_REGISTERED[device]:
             return func(*args, **kwargs)
-        if device == "cpu" and not _is_enabled("cuda"):
-            # Exclude torch's AutocastCPU key for this call. Its enabled flag *is* that key's
-            # exclusion bit, so switching the flag off is the exclusion, at a third of the cost
-            # of a guard object (the general case, both devices on, uses self.excluded()).
-            _set_enabled("cpu", False)
-            try:
-                return func(*args, **kwargs)
-            finally:
-                _set_enabled("cpu", True)
         return self.excluded(func, args, kwargs)
 
 
