@@ -144,13 +144,3 @@ def test_checkpoint_rejects_bad_step_and_generators():
     assert ckpt_mod.checkpoint(m, o, step=3)["step"] == 3
     with pytest.raises(TypeError, match="dict"):
         ckpt_mod.checkpoint(m, o, generators=[torch.Generator()])
-
-
-def test_the_old_module_name_still_works():
-    """Lesson 08 was written against ``amp_edu.recipe``: it stays an alias of amp_edu.checkpoint."""
-    import importlib
-    import sys
-    sys.modules.pop("amp_edu.recipe", None)
-    with pytest.warns(PendingDeprecationWarning, match="amp_edu.checkpoint"):
-        old = importlib.import_module("amp_edu.recipe")
-    assert old.checkpoint is ckpt_mod.checkpoint and old.restore is ckpt_mod.restore

@@ -50,13 +50,13 @@ The package: :mod:`.format` (the :class:`Format` description, the table, the loo
 
 from .fate import FATES, fate, fate_counts
 from .format import (ALL_FORMATS, BF16, FORMATS, FP4_E2M1, FP8_E4M3, FP8_E5M2, FP8_E8M0, FP16, FP32, MX_FORMATS,
-                     OVERFLOW_POLICIES, TF32, Format, dtype_name, get, get_format, name_of, short_name)
+                     OVERFLOW_POLICIES, TF32, Format, dtype_name, get, name_of, short_name)
 from .grid import neighbours, representable, running_sum, ulp
 from .rounding import Decomposed, decode, decompose, encode, quantize
 
 __all__ = [
     "Format", "FORMATS", "MX_FORMATS", "ALL_FORMATS", "Decomposed", "decompose", "encode", "decode",
-    "quantize", "get", "get_format", "name_of", "dtype_name", "short_name", "ulp", "representable",
+    "quantize", "get", "name_of", "dtype_name", "short_name", "ulp", "representable",
     "neighbours", "running_sum", "OVERFLOW_POLICIES", "FATES", "fate", "fate_counts",
     "FP32", "TF32", "FP16", "BF16", "FP8_E4M3", "FP8_E5M2", "FP8_E8M0", "FP4_E2M1",
 ]

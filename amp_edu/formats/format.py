@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 
 __all__ = ["OVERFLOW_POLICIES", "Format", "FP32", "TF32", "FP16", "BF16", "FP8_E4M3", "FP8_E5M2", "FP8_E8M0",
-           "FP4_E2M1", "FORMATS", "MX_FORMATS", "ALL_FORMATS", "get", "get_format", "name_of", "dtype_name",
+           "FP4_E2M1", "FORMATS", "MX_FORMATS", "ALL_FORMATS", "get", "name_of", "dtype_name",
            "short_name"]
 
 OVERFLOW_POLICIES = ("inf", "nan", "saturate")
@@ -246,9 +246,6 @@ def get(fmt) -> Format:
         raise ValueError(f"no format for {fmt}; accepted dtypes: {', '.join(dts)}")
     raise TypeError(f"fmt must be a format name ({', '.join(ALL_FORMATS)}) or alias, a Format or a "
                     f"torch dtype, got {type(fmt).__name__}")
-
-
-get_format = get
 
 
 def name_of(fmt) -> str:

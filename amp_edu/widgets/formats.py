@@ -18,7 +18,7 @@ import math
 import ipywidgets as W
 from matplotlib.figure import Figure
 
-from ..formats import FORMATS, Decomposed, get_format, decompose, neighbours, ulp
+from ..formats import FORMATS, Decomposed, decompose, get, neighbours, ulp
 from ..viz import FIELD_COLORS, number_line
 from ..validate import check_int
 from .base import Explorer
@@ -84,7 +84,7 @@ def _x32_note(x: float) -> str:
 
 def number_line_caption(x, fmt, count: int = 8) -> str:
     """A sentence on where ``x`` lands in ``fmt``'s grid: the stored value, the spacing, the fate."""
-    f = get_format(fmt)
+    f = get(fmt)
     d = decompose(x, f)
     below, above = neighbours(x, f, count)
     text = f"{f.name}: x = {d.x:.7g} is stored as {_num(d.value)} ({fate(d)})."
@@ -95,7 +95,7 @@ def number_line_caption(x, fmt, count: int = 8) -> str:
 
 def number_line_figure(x, fmt, count: int = 8) -> Figure:
     """The ``count`` representable values of ``fmt`` on each side of ``x``, as a figure."""
-    f = get_format(fmt)
+    f = get(fmt)
     below, above = neighbours(x, f, count)
     vals = [*below.tolist(), *above.tolist()]
     fig = Figure(figsize=(8, 1.9))
@@ -145,7 +145,7 @@ class FormatExplorer(Explorer):
     """Enter or slide a value; every format's bits, stored value, errors and fate update."""
 
     def __init__(self, x: float = 0.1, names=None):
-        self.names = list(FORMATS) if names is None else [get_format(n).name for n in names]
+        self.names = list(FORMATS) if names is None else [get(n).name for n in names]
         self.controls = _ValueControls(x)
         self.text, self.slider = self.controls.text, self.controls.slider
         self.note = W.HTML()
@@ -165,7 +165,7 @@ class NumberLine(Explorer):
         self.controls = _ValueControls(x)
         self.text, self.slider = self.controls.text, self.controls.slider
         count = check_int(count, "count (values on each side)", min=1, max=32)
-        name = get_format(fmt).name
+        name = get(fmt).name
         if name not in LINE_FORMATS:
             raise ValueError(f"the number line shows formats of at most 16 bits: one of {', '.join(LINE_FORMATS)}, "
                              f"got {name!r}")
