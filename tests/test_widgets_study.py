@@ -6,6 +6,7 @@ import pytest
 
 from amp_edu.widgets.study import StudyExplorer, study_view
 from test_study import fake
+from widgetcheck import redraws  # noqa: E402
 
 
 def _study():
@@ -26,10 +27,9 @@ def test_study_view_keeps_fp32_and_derives_the_verdict():
 
 def test_explorer_updates_on_controls():
     w = StudyExplorer(_study())
-    assert "amp_fp16: final held-out loss" in w.text.value and len(w.plot.outputs) == 1
-    w.metric.value = "eval_accuracy"
+    assert "amp_fp16: final held-out loss" in w.text.value
+    redraws(w.plot, lambda: setattr(w.metric, "value", "eval_accuracy"))
     assert "held-out accuracy" in w.text.value
-    w.recipes.value = ("fp32",)
+    redraws(w.plot, lambda: setattr(w.band, "value", "std"))
+    redraws(w.plot, lambda: setattr(w.recipes, "value", ("fp32",)))
     assert "choose a recipe" in w.text.value
-    w.band.value = "std"
-    assert len(w.plot.outputs) == 1
