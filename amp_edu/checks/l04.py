@@ -39,17 +39,6 @@ def _show(grads) -> str:
 
 
 # --- part A: unscale with the inf/NaN check ------------------------------------------------------
-def _reference_unscale(grads: list[torch.Tensor], scale: torch.Tensor) -> torch.Tensor:
-    found = torch.zeros((), dtype=torch.float32)
-    inv = _ref.inverse_scale(scale)
-    by_dtype: dict[torch.dtype, list[torch.Tensor]] = {}
-    for g in grads:
-        by_dtype.setdefault(g.dtype, []).append(g)
-    for same in by_dtype.values():
-        _ref.non_finite_check_and_unscale_(same, found, inv)
-    return found
-
-
 def _unscale_cases():
     g = torch.Generator().manual_seed(4)
     r = lambda *shape: torch.randn(*shape, generator=g) * 1000  # noqa: E731
@@ -105,7 +94,7 @@ def check_unscale(unscale_and_check_) -> None:
         scale = torch.tensor(scale_value, dtype=torch.float32)
         theirs = [g.clone() for g in grads]
         ours = [g.clone() for g in grads]
-        expected = _reference_unscale(ours, scale.clone())
+        expected = _ref.unscale_by_(ours, scale.clone())
         shown = f"{label}: grads={_show(grads)}, scale={scale_value!r}"
         spy = _Divisions()
         with spy:

@@ -65,14 +65,7 @@ def run_ranks(fn, per_rank_args, timeout_s: float = _TIMEOUT_S) -> list:
 
 def _reference(grads: list[torch.Tensor], scale: torch.Tensor) -> tuple[list[torch.Tensor], bool]:
     grads = [g.clone() for g in grads]
-    found = torch.zeros((), dtype=torch.float32)
-    inv = _ref.inverse_scale(scale)
-    by_dtype: dict = {}
-    for g in grads:
-        by_dtype.setdefault(g.dtype, []).append(g)
-    for same in by_dtype.values():
-        _ref.non_finite_check_and_unscale_(same, found, inv)
-    return grads, bool(found.item())
+    return grads, bool(_ref.unscale_by_(grads, scale).item())
 
 
 def _cases():

@@ -65,7 +65,7 @@ module                      what it holds
 
 from .dtensor import is_dtensor, local_tensor, max_over_mesh_
 from .grad_scaler import GradScaler, OptState, _refresh_per_optimizer_state
-from .kernels import _to_float32, inverse_scale, non_finite_check_and_unscale_, update_rule, update_scale_
+from .kernels import _to_float32, inverse_scale, non_finite_check_and_unscale_, unscale_by_, update_rule, update_scale_
 
 __all__ = ["GradScaler", "OptState", "inverse_scale", "is_dtensor", "local_tensor", "max_over_mesh_",
-           "non_finite_check_and_unscale_", "update_rule", "update_scale_"]
+           "non_finite_check_and_unscale_", "unscale_by_", "update_rule", "update_scale_"]
