@@ -10,9 +10,12 @@ With bf16 weights, ``w + u`` is rounded to bf16 every step, and an update below 
 
 ``w_new - w`` is exact (both are bf16 numbers close together: Sterbenz's lemma), so the only loss
 is rounding ``c`` itself to bf16: 8 significant bits of a leftover that is below half an ulp of
-``w``, i.e. about 2^-18 of the weight per step instead of the whole update. The weight follows the
-exact sum of its updates closely (the tests and lesson 12 measure how closely), at 2 + 2 bytes
-per parameter instead of an fp32 master copy's 4 (+ a bf16 copy for compute). This is the recipe of Zamirai et al. 2020, "Revisiting BFloat16 Training"
+``w``. The weight follows the exact sum of its updates closely (the tests and lesson 12 measure
+how closely), at 2 + 2 bytes per parameter instead of an fp32 master copy's 4 (+ a bf16 copy for
+compute) — with one limit: an update below half an ulp of ``c`` is lost in ``c`` as it would be in
+``w``, so once ``c`` holds about 2^8 updates it stops growing. Updates below about 2^-17 of the
+weight (2^-9 for ``w``'s half ulp, times 2^-8 for ``c``'s) are lost even with Kahan; lesson 12's
+weight-decay pitfall is one. This is the recipe of Zamirai et al. 2020, "Revisiting BFloat16 Training"
 (arXiv:2010.06192), and of optimizers such as optimi's ``kahan_sum=True`` (see the lesson's
 further reading).
 """
