@@ -65,6 +65,9 @@ LESSONS: tuple[Lesson, ...] = (
     Lesson(11, "distributed_mixed_precision", "distributed mixed precision",
            "DDP and FSDP2 mixed precision on several processes; a sharded GradScaler from scratch",
            True),
+    Lesson(12, "optimizer_precision", "the optimizer's precision",
+           "keep small updates in bf16 weights (stochastic rounding, Kahan) and Adam's states in 8/4-bit or "
+           "fp8, equal to torchao.optim", True),
 )
 
 
