@@ -22,6 +22,7 @@ import pytest
 
 from amp_edu.course import classgrade, kernel, notebook, sandbox
 
+pytestmark = pytest.mark.slow      # every test here starts grading kernels (the course tier)
 ROOT = Path(__file__).resolve().parents[1]
 EX01 = "01_number_formats.ipynb"
 EX06 = "06_tensor_cores.ipynb"
@@ -213,7 +214,6 @@ def test_every_attack_in_the_sandbox_gets_its_status_and_honest_grades_do_not_mo
 
 
 @needs_bwrap
-@pytest.mark.slow
 def test_the_attackers_graded_last_change_nothing_either(tmp_path, package):
     subs = tmp_path / "subs"
     make_class(subs, attackers_first=False)

@@ -16,8 +16,9 @@ a class hands in is graded, not trusted:
   recognised is an ``error`` row saying so (``--own-checks`` grades an instructor's own notebooks
   by their own check cells);
 * **integrity**: inside the kernel the grader's guard compares snapshots around every check
-  (:mod:`.integrity`); outside, the course package and the submissions folders are hashed before
-  the run and after each notebook. A change is a ``tampered`` row naming it, never a pass, and a
+  (:mod:`.integrity`); outside, the run's private copy of the course package (and, without a
+  sandbox, the checkout's package and the submissions folders) are hashed before the run and
+  after each notebook. A change is a ``tampered`` row naming it, never a pass, and a
   notebook graded after the package changed is not graded at all (``error``);
 * a cell that never returns is a ``timeout`` row, a kernel that dies an ``error`` row saying so,
   and processes a notebook leaves behind are killed and noted.
@@ -244,8 +245,11 @@ def grade_class(paths, *, jobs: int = 1, limits: GradeLimits = DEFAULT, smoke: b
         # The kernels import a private copy of the package taken now: an edit to the checkout
         # during the run changes nothing, and a change to the copy can only come from a kernel.
         shutil.copytree(source / "amp_edu", Path(private) / "amp_edu")
+        # In the sandbox a kernel cannot write the submissions or the checkout (a change there is
+        # someone else's: not the notebook's); without one, both are watched too.
+        folders = [] if isolation.sandboxed else [p for p in map(Path, paths) if p.is_dir()]
         also = [] if isolation.sandboxed else [source / "amp_edu"]
-        watch = Watch(private, [p for p in map(Path, paths) if p.is_dir()], jobs=jobs, also=also)
+        watch = Watch(private, folders, jobs=jobs, also=also)
         pool = cf.ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="grade")
         try:
             _run_pool(pool, files, results, stop, progress, data, limits=limits, smoke=smoke,

@@ -120,15 +120,17 @@ def exercise(solution_path) -> "nbformat.NotebookNode":
     * on every cell, the nbgrader role :func:`amp_edu.course.nbgrader.to_nbgrader` gives it, so a
       notebook a learner started from ``exercises/`` is graded by ``nbgrader autograde`` exactly
       like nbgrader's own release (without it nbgrader finds no answer and no test cell and scores
-      a solved notebook 0).
+      a solved notebook 0). A solution with no check cell has nothing to autograde: no roles.
     """
+    from .grade import check_cells
     from .nbgrader import to_nbgrader
 
     path = Path(solution_path)
     sol = notebook.read(path)
     nb = strip(sol)
-    for cell, graded in zip(nb.cells, to_nbgrader(sol).cells):
-        cell.metadata["nbgrader"] = graded.metadata["nbgrader"]
+    if check_cells(sol):
+        for cell, graded in zip(nb.cells, to_nbgrader(sol).cells):
+            cell.metadata["nbgrader"] = graded.metadata["nbgrader"]
     nb.metadata["amp_edu"] = {"exercise": path.stem}
     return nb
 
@@ -139,12 +141,26 @@ def expected_exercises(solutions_dir: Path | None = None) -> dict[str, str]:
     return {p.name: nbformat.writes(exercise(p)) + "\n" for p in sorted(solutions_dir.glob("*.ipynb"))}
 
 
+CHECKLIST = Path(__file__).with_name("checklist.py")      # the grader's list of the course's checks
+
+
+def expected_checklist(solutions_dir: Path | None = None) -> str:
+    """The text :data:`CHECKLIST` should hold (:func:`amp_edu.course.reference.checklist_text`)."""
+    from .reference import checklist_text, from_solutions
+
+    return checklist_text(from_solutions(Path(solutions_dir or checkout_root() / "solutions")))
+
+
 def generate(solutions_dir: Path | None = None, exercises_dir: Path | None = None) -> list[Path]:
-    """Write ``exercises/`` from ``solutions/``; removes exercises whose solution is gone."""
+    """Write ``exercises/`` from ``solutions/``; removes exercises whose solution is gone. With the
+    default folders, also writes the grader's checklist (:data:`CHECKLIST`)."""
+    written = []
+    if solutions_dir is None and exercises_dir is None:
+        CHECKLIST.write_text(expected_checklist())
+        written.append(CHECKLIST)
     exercises_dir = Path(exercises_dir or checkout_root() / "exercises")
     exercises_dir.mkdir(exist_ok=True)
     want = expected_exercises(solutions_dir)
-    written = []
     for name, text in want.items():
         path = exercises_dir / name
         path.write_text(text)
@@ -156,8 +172,13 @@ def generate(solutions_dir: Path | None = None, exercises_dir: Path | None = Non
 
 
 def stale(solutions_dir: Path | None = None, exercises_dir: Path | None = None) -> list[str]:
-    """Names of exercises that are missing, extra, or differ from what :func:`generate` writes."""
+    """Names of exercises that are missing, extra, or differ from what :func:`generate` writes
+    (and, with the default folders, the checklist's path when it is stale)."""
+    defaults = solutions_dir is None and exercises_dir is None
     exercises_dir = Path(exercises_dir or checkout_root() / "exercises")
     want = expected_exercises(solutions_dir)
     have = {p.name: p.read_text() for p in exercises_dir.glob("*.ipynb")}
-    return sorted(n for n in want.keys() | have.keys() if want.get(n) != have.get(n))
+    bad = sorted(n for n in want.keys() | have.keys() if want.get(n) != have.get(n))
+    if defaults and (not CHECKLIST.is_file() or CHECKLIST.read_text() != expected_checklist()):
+        bad.append(str(CHECKLIST.relative_to(CHECKLIST.parents[2])))
+    return bad

@@ -248,9 +248,11 @@ class _Run:
         if run.status != "ok":
             raise KernelError(f"the grader could not set up the course's checks in the kernel "
                               f"({run.status}): {run.ename or run.exit_detail}: {first_line(run.evalue)}")
-        self.base = self._snapshot(run.expressions.get("snapshot"))
+        reply = run.expressions.get("snapshot") or {}
+        self.base = self._snapshot(reply)
         if self.base is None:
-            raise KernelError("the grader could not take its first snapshot in the kernel")
+            raise KernelError("the grader could not take its first snapshot in the kernel: "
+                              f"{reply.get('ename', 'no answer')}: {first_line(reply.get('evalue', ''))}")
 
     def _snapshot(self, reply: dict | None) -> dict | None:
         if not reply or reply.get("status") != "ok":

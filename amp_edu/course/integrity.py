@@ -67,6 +67,18 @@ def _value_id(v) -> str:
     return str(id(v))
 
 
+def _unwrap(v, library: str, depth: int = 8):
+    """Follow ``__wrapped__`` through wrappers whose code is in ``library``'s own files."""
+    for _ in range(depth):
+        if not isinstance(v, types.FunctionType):
+            break
+        inner = v.__dict__.get("__wrapped__")
+        if inner is None or not os.path.realpath(v.__code__.co_filename).startswith(library):
+            break
+        v = inner
+    return v
+
+
 def _watched(v) -> bool:
     """What a check can call or look up: functions, classes, modules, descriptors, builtins."""
     return callable(v) or isinstance(v, (types.ModuleType, staticmethod, classmethod, property))
@@ -120,10 +132,13 @@ class Guard:
                     if _watched(m) and not meth.startswith("__dict"):
                         self._add(out, f"{name}.{attr}.{meth}", m)
 
-    def _object(self, out: dict, label: str, obj) -> None:
+    def _object(self, out: dict, label: str, obj, library: str = "") -> None:
+        """Every watched attribute of ``obj``; ``library``: a folder whose own wrappers are seen
+        through (torch wraps some of its functions when a submodule is first imported:
+        ``torch._dynamo`` replaces ``torch.manual_seed`` by a ``functools.wraps`` wrapper)."""
         for attr, v in list(vars(obj).items()):
             if _watched(v):
-                self._add(out, f"{label}.{attr}", v)
+                self._add(out, f"{label}.{attr}", _unwrap(v, library) if library else v)
 
     def snapshot(self) -> str:
         """Everything a check depends on, as ``{what: identity}`` in JSON (compared by the grader)."""
@@ -142,13 +157,14 @@ class Guard:
                 self._add(out, f"builtins.{attr}", v)
         torch = sys.modules.get("torch")
         if torch is not None:
-            self._object(out, "torch", torch)
+            lib = os.path.dirname(os.path.realpath(torch.__file__)) + os.sep
+            self._object(out, "torch", torch, lib)
             for sub in ("torch.nn.functional", "math", "operator"):
                 if sys.modules.get(sub) is not None:
-                    self._object(out, sub, sys.modules[sub])
+                    self._object(out, sub, sys.modules[sub], lib)
             for cls in (torch.Tensor, getattr(torch._C, "TensorBase", None)):
                 if cls is not None:
-                    self._object(out, f"{cls.__module__}.{cls.__name__}", cls)
+                    self._object(out, f"{cls.__module__}.{cls.__name__}", cls, lib)
         for label, fn in (("sys.gettrace()", sys.gettrace()), ("sys.getprofile()", sys.getprofile())):
             self._add(out, label, fn)
         for cls in type(self).__mro__[:-1]:

@@ -141,7 +141,9 @@ class Kernel:
         conn_file = os.path.join(self._dir, "connection.json")
         Path(conn_file).write_text(json.dumps(conn))
 
-        kenv = sandbox.kernel_env(env, home=self.cwd, pythonpath=self.package_root, token=self._token)
+        home = os.path.join(self._dir, "home")          # IPython's and matplotlib's state: not in cwd
+        os.mkdir(home)
+        kenv = sandbox.kernel_env(env, home=home, pythonpath=self.package_root, token=self._token)
         cmd = [sys.executable, "-m", "ipykernel_launcher", "-f", conn_file,
                "--HistoryManager.hist_file=:memory:", "--IPKernelApp.log_level=CRITICAL"]
         if self.isolation.sandboxed:

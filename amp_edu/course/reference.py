@@ -25,7 +25,6 @@ from functools import lru_cache
 from pathlib import Path
 
 from . import notebook
-from .exercises import ROOT
 
 METADATA_KEY = "amp_edu"                  # nb.metadata["amp_edu"]["exercise"] = "01_number_formats"
 
@@ -76,13 +75,12 @@ def is_edited(source: str, ref: ReferenceCheck) -> bool:
     return _norm(source) != _norm(ref.source)
 
 
-@lru_cache(maxsize=4)
-def course_checks(solutions_dir: str | None = None) -> dict[str, ReferenceCheck]:
+def from_solutions(solutions_dir) -> dict[str, ReferenceCheck]:
     """``{check name: ReferenceCheck}`` for every check cell of every solution notebook."""
     from .grade import check_cells
 
     found: dict[str, ReferenceCheck] = {}
-    for path in sorted(Path(solutions_dir or ROOT / "solutions").glob("*.ipynb")):
+    for path in sorted(Path(solutions_dir).glob("*.ipynb")):
         nb = notebook.read(path)
         for i, name in check_cells(nb):
             if name in found:
@@ -91,6 +89,29 @@ def course_checks(solutions_dir: str | None = None) -> dict[str, ReferenceCheck]
             found[name] = ReferenceCheck(path.name, nb.cells[i].source,
                                          *parse_call(nb.cells[i].source, path.name))
     return found
+
+
+CHECKLIST_HEADER = (
+    '"""The course\'s check cells, as the grader runs them: written by `make exercises` from\n'
+    'solutions/ (amp_edu.course.reference.from_solutions), so a grader installed without a checkout\n'
+    'knows them too. Do not edit: tests/test_course.py fails when it differs from solutions/."""\n\n')
+
+
+def checklist_text(refs: dict[str, ReferenceCheck]) -> str:
+    """The source of :mod:`amp_edu.course.checklist` for ``refs``."""
+    rows = "".join(f"    {name!r}: {dict(vars(r))!r},\n" for name, r in refs.items())
+    return CHECKLIST_HEADER + "CHECKS = {\n" + rows + "}\n"
+
+
+@lru_cache(maxsize=4)
+def course_checks(solutions_dir: str | None = None) -> dict[str, ReferenceCheck]:
+    """``{check name: ReferenceCheck}``: from :mod:`amp_edu.course.checklist` (the one the grader
+    uses, shipped with the package), or parsed from ``solutions_dir`` when given."""
+    if solutions_dir is not None:
+        return from_solutions(solutions_dir)
+    from .checklist import CHECKS
+
+    return {name: ReferenceCheck(**fields) for name, fields in CHECKS.items()}
 
 
 def lesson_checks(refs: dict[str, ReferenceCheck], lesson: str) -> dict[str, ReferenceCheck]:
