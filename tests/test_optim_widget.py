@@ -3,6 +3,7 @@
 import pytest
 
 from amp_edu.widgets.optim import rounding_explorer, rounding_walk, walk_text
+from widgetcheck import redraws
 
 
 def test_walk_below_half_an_ulp():
@@ -16,9 +17,9 @@ def test_walk_below_half_an_ulp():
 
 def test_explorer_updates_headless():
     e = rounding_explorer(steps=100)
-    assert e.plot.outputs and "image/png" in e.plot.outputs[0]["data"]
-    e.ratio.value = -6
+    redraws(e.plot, lambda: setattr(e.ratio, "value", -6.0))
     assert "2^-6" in e.text.value
+    redraws(e.plot, lambda: setattr(e.steps, "value", 300))
 
 
 def test_bad_arguments():

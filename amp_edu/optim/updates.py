@@ -28,7 +28,8 @@ MODES = ("nearest", "stochastic", "kahan")
 
 
 def half_ulp_bf16(w: torch.Tensor) -> torch.Tensor:
-    """Half the bf16 spacing at each ``|w|`` (fp32): ``2^(e - 8)`` for ``2^e <= |w| < 2^(e+1)``."""
+    """Half the bf16 spacing at each ``|w|`` (fp32): ``2^(e - 8)`` for ``2^e <= |w| < 2^(e+1)``
+    (normal numbers, which weights are; at 0, half the smallest subnormal)."""
     a = w.detach().float().abs()
     e = torch.frexp(a).exponent - 1                          # a = 1.xxx × 2^e
     tiny = torch.finfo(torch.bfloat16).smallest_normal * torch.finfo(torch.bfloat16).eps
