@@ -68,6 +68,9 @@ LESSONS: tuple[Lesson, ...] = (
     Lesson(12, "optimizer_precision", "the optimizer's precision",
            "keep small updates in bf16 weights (stochastic rounding, Kahan) and Adam's states in 8/4-bit or "
            "fp8, equal to torchao.optim", True),
+    Lesson(13, "compile_and_mixed_precision", "torch.compile and mixed precision",
+           "read what dynamo and Inductor make of an autocast region: casts, fusion, bits, saved bytes, "
+           "compile time", True),
 )
 
 
