@@ -5,6 +5,7 @@
 #   make test-course               the course tier (pytest -m slow): nbval over lessons and
 #                                  solutions, grading kernels, JupyterLab, the lessons in Chromium
 #   make readme                    regenerate README.md's lesson table from amp_edu/course/lessons.py
+#   make sandbox                   install bubblewrap, the grader's sandbox (apt-get, as root)
 #   make browser                   install Chromium for that browser test (apt-get, as root)
 #   make exercises                 regenerate exercises/ from solutions/
 #   make grade NB=FILE|FOLDER [ARGS="--jobs 2 --csv grades.csv"]   grade a notebook or a class
@@ -18,7 +19,7 @@ STAMP  := $(VENV)/.installed
 PIP_ARGS ?=
 LAB_ARGS ?=
 
-.PHONY: install lab test test-fast test-course readme browser exercises grade doctor bench clean
+.PHONY: install lab test test-fast test-course readme browser sandbox exercises grade doctor bench clean
 
 install: $(STAMP)
 
@@ -41,7 +42,7 @@ test: test-fast test-course
 test-fast: install
 	AMP_EDU_SMOKE=1 $(PY) -m pytest -m "not slow"
 
-test-course: install browser
+test-course: install browser sandbox
 	AMP_EDU_SMOKE=1 $(PY) -m pytest -m slow
 
 readme: install
@@ -59,6 +60,20 @@ browser:
 	else \
 	  echo "make browser: /usr/bin/chromium is missing and cannot be installed here (needs root and apt-get):" \
 	       "tests/test_browser.py will skip"; \
+	fi
+
+# `python -m amp_edu grade` runs each learner kernel inside bubblewrap (bwrap) when it can; installed
+# here when missing and we are root with apt-get; otherwise grading warns and runs kernels unsandboxed,
+# and the sandbox tests skip. A failed install does not stop `make test`.
+sandbox:
+	@if command -v bwrap >/dev/null 2>&1; then :; \
+	elif [ "$$(uname)" = Linux ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "make sandbox: installing bubblewrap with apt-get (the grader's sandbox)"; \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; } \
+	    || echo "make sandbox: apt-get could not install bubblewrap: grading will run kernels unsandboxed"; \
+	else \
+	  echo "make sandbox: bwrap is missing and cannot be installed here (needs Linux, root and apt-get):" \
+	       "grading will run kernels unsandboxed, with a warning"; \
 	fi
 
 exercises: install
