@@ -332,7 +332,6 @@ def mutants(ex: Exercise, function: str | None = None) -> list[Mutant]:
     for ans in ex.answers:
         if function and ans.name != function:
             continue
-        src = definitions(ex.sources[ans.cell])
         # line numbers: mutate the full cell's tree, then keep its definitions
         tree = ast.parse(ex.sources[ans.cell])
         original = definitions(ast.unparse(tree))
@@ -378,7 +377,6 @@ def mutants(ex: Exercise, function: str | None = None) -> list[Mutant]:
                 m = Mutant(ex.lesson, ans.name, lineno - ans.first + 1, op, _short(node), _short(new), ans.cell, text)
                 m.nth = 1 + sum(o.key[:5] == m.key[:5] for o in out)
                 out.append(m)
-        del src
     return out
 
 
@@ -498,7 +496,10 @@ class Worker:
             if not ready:
                 return {"status": "timeout", "by": "", "detail": f"hard limit {hard_s:.0f} s: worker killed"}
             return {"status": "killed", "by": "(worker)", "detail": "the worker process died (crash)"}
-        return json.loads(line)
+        res = json.loads(line)
+        if res["status"] == "timeout":
+            self.close()          # it is leaving anyway (threads a hung mutant started may remain): don't race it
+        return res
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -542,6 +543,9 @@ def sweep(lessons, *, function=None, timeout_s=20.0, workers=2, progress=None) -
     finally:
         for w in pool:
             w.close()
+    for r in records:
+        if r["mutant"] == "baseline" and r["status"] == "survived":
+            r["status"] = "passed"            # the unmutated solution passes every check
     return records + apply_claims(records, found, lessons, function)
 
 
@@ -662,7 +666,7 @@ def main(argv=None) -> int:
     t0 = time.monotonic()
 
     def progress(r, done, total):
-        if r["status"] == "survived" or r["mutant"] == "baseline":
+        if (r["status"] == "survived") != (r["mutant"] == "baseline"):    # a survivor, or a failing solution
             print(f"[{done}/{total}] {r['lesson']} {r['status']}: {r['mutant']} {r.get('detail', '')[:80]}",
                   file=sys.stderr, flush=True)
         elif done % 25 == 0:
@@ -672,7 +676,7 @@ def main(argv=None) -> int:
     print(table(records))
     bad = 0
     for r in records:
-        if r["mutant"] == "baseline" and r["status"] != "survived":
+        if r["mutant"] == "baseline" and r["status"] != "passed":
             print(f"SOLUTION FAILS its checks: {r['lesson']}: {r['detail']}")
             bad += 1
         elif r.get("claim") and r["status"] != "equivalent":

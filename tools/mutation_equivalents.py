@@ -3,7 +3,8 @@
 ``tools/mutate.py`` counts a surviving mutant as *equivalent* only when it is claimed here, with
 the reason it cannot differ, and the original and the mutant give identical results on every
 input of the claim's input set — the return value (or the exception: type and message) and every
-argument after the call, compared bit for bit (``-0.0`` is not ``0.0``; NaN is NaN). The input set
+argument after the call, compared bit for bit (``-0.0`` is not ``0.0``; NaN is NaN; a module, an
+optimizer or a GradScaler by its ``state_dict()``). The input set
 is exhaustive where the domain is small, otherwise it holds the inputs on which the change could
 matter (the reason says which). The check is rerun on every sweep, so a claim that becomes false
 when a solution changes is reported, not trusted.
@@ -43,6 +44,8 @@ def identical(a: Any, b: Any) -> bool:
     if isinstance(a, torch.Tensor):
         if a.dtype != b.dtype or a.shape != b.shape or a.device != b.device:
             return False
+        if a.is_meta:
+            return True          # a meta tensor has no values: dtype, shape and device are all it is
         if a.is_floating_point() and a.element_size() in (2, 4, 8):
             from amp_edu.checks.core import same_bits
             return same_bits(a, b)
@@ -55,6 +58,9 @@ def identical(a: Any, b: Any) -> bool:
         return a.keys() == b.keys() and all(identical(a[k], b[k]) for k in a)
     if isinstance(a, BaseException):
         return str(a) == str(b)
+    if hasattr(a, "state_dict") and callable(a.state_dict):
+        # modules (parameters and buffers), optimizers and GradScalers: their state, not their identity
+        return identical(a.state_dict(), b.state_dict())
     return a == b
 
 
@@ -78,4 +84,301 @@ def verify(claim: Claim, original: Callable, mutant: Callable) -> tuple[bool, st
     return True, f"identical on {len(cases)} inputs"
 
 
-CLAIMS: list[Claim] = []
+
+# ------------------------------------------------------------------------------------------------
+# the documented input sets (built on demand: they import the graders' own cases)
+
+def _f32(*v):
+    return torch.tensor(v, dtype=torch.float32)
+
+
+def _underflow_inputs():
+    from amp_edu.checks import l02
+    out = [((grads, scale), {}) for grads, scale in l02._cases_underflow()]
+    out += [(([g.clone().requires_grad_(True) for g in grads], scale), {}) for grads, scale in l02._cases_underflow()
+            if all(g.numel() for g in grads)]
+    # every float32 within ±300 ulps of the tie 2^-25 / S, for scales that are not powers of two
+    for scale in (0.1, 1 / 3, 3.0, 1000.1, 5e-5, 2.0 ** 10):
+        base = torch.tensor(2.0 ** -25 / scale, dtype=torch.float32)
+        xs = base + torch.arange(-300, 301, dtype=torch.float32) * torch.finfo(torch.float32).eps * base
+        out.append((([xs.unique(), -xs.unique()], scale), {}))
+    return out
+
+
+def _lost_inputs():
+    from amp_edu.checks import l02
+    out = [((w, u), {}) for w, u in l02._cases_lost()]
+    # every finite fp16 weight, with updates at half an ulp (the ties) and a hair either side
+    w = torch.arange(-32768, 32768, dtype=torch.int32).to(torch.int16).view(torch.float16)
+    w = w[torch.isfinite(w)]
+    g = torch.Generator().manual_seed(0)
+    for rel in (2.0 ** -11, 2.0 ** -12, 2.0 ** -12 * (1 + 2.0 ** -20), 2.0 ** -12 * (1 - 2.0 ** -20), 2.0 ** -13):
+        out.append(((w, w.float() * rel), {}))
+        out.append(((w, -(w.float() * rel)), {}))
+    out.append(((w, torch.randn(w.shape, generator=g) * 1e-3), {}))
+    return out
+
+
+def _choose_scale_inputs():
+    from amp_edu.checks import l03
+    out = [((grads,), {}) for (grads,) in l03._cases_scale()] + [((l03._low_precision_case(),), {})]
+    ms = []
+    for j in range(-130, 128):                        # around every power of two and 65504 / 2^j
+        for c in (2.0 ** j, 65504.0 * 2.0 ** j):
+            t = torch.tensor(c, dtype=torch.float32)
+            if torch.isfinite(t) and t > 0:
+                ms += [t, torch.nextafter(t, _f32(0.0)[0]), torch.nextafter(t, _f32(math.inf)[0])]
+    ms += list(torch.rand(200, generator=torch.Generator().manual_seed(1)) * 2.0 ** 40)
+    out += [(([m.reshape(1)],), {}) for m in ms if m > 0]
+    out += [(([torch.tensor([3.0, -70000.0], requires_grad=True)],), {})]
+    return out
+
+
+def _scaled_step_inputs():
+    from amp_edu.checks import l03
+    out = []
+    for i, (desc, seq, spare, *loss) in enumerate(l03._SCENARIOS):
+        model, master, opt = l03._setup(i, spare)
+        for j, (kind, scale) in enumerate(seq[:1]):
+            x, y = l03._batch(kind, 100 * i + j, model)
+            out.append(((model, master, opt, loss[0] if loss else l03._loss_fn, x, y, scale), {}))
+    return out
+
+
+def _unscale_inputs():
+    from amp_edu.checks import l04
+    return [((grads, torch.tensor(scale, dtype=torch.float32)), {}) for _, grads, scale in l04._unscale_cases()]
+
+
+def _update_inputs():
+    from amp_edu.checks import l04
+    out = []
+    for _, scale, tracker, found, gf, bf, gi in l04._update_cases():
+        for f in {found, 0.0, -0.0, 1.0, math.nan, math.inf, 2.0}:
+            out.append(((torch.tensor(scale, dtype=torch.float32), torch.tensor(tracker, dtype=torch.int32),
+                         torch.tensor(f, dtype=torch.float32), gf, bf, gi), {}))
+    return out
+
+
+def _autocast_args_inputs():
+    from amp_edu.checks import l05
+    h = torch.randn(2, 3).half()
+    calls = [(op, args, kwargs, pol, low) for _, pol, low, op, _, args, kwargs in l05._cases()]
+    # every valid way to pass a dtype positionally to the fp32_dtype ops (index 2 or later)
+    calls += [("softmax", (h, 1, torch.float16), {}, "cuda", torch.float16),
+              ("log_softmax", (h, 0, torch.float32), {}, "cuda", torch.float16),
+              ("softmax", (h, 1, torch.bfloat16), {}, "cuda", torch.bfloat16),
+              ("norm", (h, 2.0, 1, False, None, torch.float16), {}, "cuda", torch.float16)]
+    return [((op, args, dict(kwargs)), dict(policy=pol, device_type="cpu", dtype=low))
+            for op, args, kwargs, pol, low in calls]
+
+
+def _bound_inputs():
+    from amp_edu.checks import l06
+    cases = list(l06._near_ridge_cases())
+    for m in (1, 7, 64, 300, 4096):
+        for k in (1, 9, 300, 8192):
+            for n in (1, 64, 300, 5000):
+                for dt in (torch.float16, torch.float32, torch.float8_e4m3fn, torch.float64):
+                    cases.append((m, k, n, dt, 100.0, 1000.0))
+                    cases.append((m, k, n, dt, 989.0, 3350.0))
+    return [(c, {}) for c in cases]
+
+
+def _largest_batch_inputs():
+    out = []
+    for widths in ([16, 32, 8], [10, 24, 24, 3], [12, 40, 6, 20, 4], [7, 5], [3, 1, 1, 2]):
+        for dt in (torch.float32, torch.float16, torch.bfloat16):
+            for budget in list(range(0, 3000, 7)) + [10_000, 55_000, 10 ** 9]:
+                out.append(((widths, dt, budget), {}))
+    return out
+
+
+def _train_amp_inputs():
+    from amp_edu.checks import l08
+    out = []
+    for _, _, setup, batches, kw in l08.situations():
+        model, opt, scaler = l08._setup(**setup)
+        out.append(((model, opt, scaler, batches), dict(device_type="cpu", dtype=torch.float16, **kw)))
+    return out
+
+
+class _IntegerOutputs(torch.nn.Module):
+    """A module whose outputs are an int64 and a bool tensor, then a NaN made later."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+        self.pick = _Argmax()
+
+    def forward(self, x):
+        h = self.fc(x)
+        idx, mask = self.pick(h)
+        return torch.sqrt(h) + idx.float() * mask.float()
+
+
+class _Argmax(torch.nn.Module):
+    def forward(self, h):
+        return h.argmax(dim=-1, keepdim=True), h > 0
+
+
+def _first_nonfinite_inputs():
+    from amp_edu.checks import l09
+    out = [((model, x), {}) for _, _, model, x in l09.cases()]
+    out.append(((_IntegerOutputs(), torch.randn(5, 4, generator=torch.Generator().manual_seed(3))), {}))
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# the claims
+
+def _group(lesson, function, reason, inputs, *mutants):
+    return [Claim(lesson, function, line, op, orig, repl, reason, inputs) for line, op, orig, repl in mutants]
+
+
+_LOOPS_FIX_ANY_START = (
+    "the two while loops alone find the answer from any integer starting k: the first raises k while "
+    "m·2^(k+1) <= 65504, the second lowers it while m·2^k > 65504, so the result is the unique k with "
+    "m·2^k <= 65504 < m·2^(k+1) whatever line 2 computed")
+_START_IS_EXACT = (
+    "for a float32 magnitude m (the gradients are float, and max|g| of fp16/bf16 is exact in a Python float), "
+    "floor(log2(65504 / m)) is already exact: 65504/m rounds monotonically and never onto a power of two "
+    "it is not (the exact quotient 2^5·2047/m is ≥ 2^-24 relative away from one), and log2 is exact on powers "
+    "of two — so neither guard loop ever runs, and a change inside one loop cannot be seen. Input set: every "
+    "float32 power of two, every 65504·2^j and both float32 neighbours of each, 200 random magnitudes")
+
+CLAIMS: list[Claim] = [
+    *_group("02", "underflow_fraction",
+            ".float() of the float32 gradients the exercise passes is the identity and detach() changes no value. "
+            "In float64, x·S rounded to fp16 goes through float32 (torch's double → half cast does), and only "
+            "where x·S and float32's x·float32(S) fell on two sides of the 2^-25 tie could the answers differ; "
+            "no float32 near that tie does so for the scales tried (not proven for every scale). Input set: "
+            "the grader's cases, the same with requires_grad, and every float32 within ±300 ulps of 2^-25/S for "
+            "six scales that are not powers of two",
+            _underflow_inputs,
+            (1, "dtype", "g.detach().reshape(-1).float()", "g.detach().reshape(-1).double()"),
+            (1, "drop call", "g.detach().reshape(-1).float()", "g.detach().reshape(-1)"),
+            (1, "drop call", "g.detach()", "g")),
+    *_group("02", "lost_updates",
+            "weight is float16 and update float32 (the exercise's types): fp16 − fp32 already computes in "
+            "float32 (torch's type promotion), .half() of an fp16 tensor and .float() of an fp32 one are the "
+            "identity, and in float64 the difference of an fp16 and an fp32 value rounded to float32 (torch's "
+            "double → half cast goes through float) is float32's own correctly rounded difference (53 ≥ 2·24+2 "
+            "bits: double rounding is innocuous). Input set: the grader's cases and every finite fp16 weight "
+            "with updates at, just above and just below half an ulp, both signs, and random updates",
+            _lost_inputs,
+            (1, "dtype", "weight.float()", "weight.half()"),
+            (1, "dtype", "weight.float()", "weight.double()"),
+            (1, "drop call", "weight.float()", "weight"),
+            (1, "dtype", "update.float()", "update.double()"),
+            (1, "drop call", "update.float()", "update")),
+    *_group("03", "choose_scale", "detach() changes no value: float() of the max is the same number",
+            _choose_scale_inputs, (1, "drop call", "g.detach()", "g")),
+    *_group("03", "choose_scale", _LOOPS_FIX_ANY_START, _choose_scale_inputs,
+            (2, "function", "math.floor", "math.ceil"),
+            (2, "operator", "65504.0 / m", "65504.0 * m"),
+            (2, "swap operands", "65504.0 / m", "m / 65504.0"),
+            (2, "drop operand", "65504.0 / m", "65504.0"),
+            (2, "drop operand", "65504.0 / m", "m"),
+            (2, "constant", "65504.0", "65505.0"),
+            (2, "constant", "65504.0", "65503.0"),
+            (2, "constant", "65504.0", "131008.0")),
+    *_group("03", "choose_scale", _START_IS_EXACT, _choose_scale_inputs,
+            (3, "drop statement", "while m * 2.0 ** (k + 1) <= 65504.0: ...", "<removed>"),
+            (3, "while: once", "while m * 2.0 ** (k + 1) <= 65504.0: ...", "if m * 2.0 ** (k + 1) <= 65504.0: ..."),
+            (3, "comparison", "m * 2.0 ** (k + 1) <= 65504.0", "m * 2.0 ** (k + 1) < 65504.0"),
+            (3, "drop operand", "m * 2.0 ** (k + 1)", "2.0 ** (k + 1)"),
+            (3, "drop operand", "k + 1", "k"),
+            (3, "constant", "1", "2"),
+            (3, "constant", "1", "0"),
+            (3, "constant", "65504.0", "65505.0"),
+            (3, "constant", "65504.0", "65503.0"),
+            (3, "constant", "65504.0", "131008.0"),
+            (3, "constant", "65504.0", "0.0"),
+            (4, "drop statement", "k += 1", "<removed>"),
+            (4, "operator", "k += 1", "k -= 1"),
+            (4, "constant", "1", "2"),
+            (4, "constant", "1", "0"),
+            (5, "drop statement", "while m * 2.0 ** k > 65504.0: ...", "<removed>"),
+            (5, "while: once", "while m * 2.0 ** k > 65504.0: ...", "if m * 2.0 ** k > 65504.0: ..."),
+            (5, "operator", "2.0 ** k", "2.0 * k"),
+            (5, "constant", "65504.0", "131008.0"),
+            (6, "drop statement", "k -= 1", "<removed>"),
+            (6, "operator", "k -= 1", "k += 1"),
+            (6, "constant", "1", "2"),
+            (6, "constant", "1", "0")),
+    *_group("03", "scaled_step",
+            "all() takes the truth value of each item, and bool() of a one-element bool tensor is its value: "
+            "the same test. Input set: the first call of every grader scenario",
+            _scaled_step_inputs,
+            (6, "drop call", "bool(torch.isfinite(g).all())", "torch.isfinite(g).all()")),
+    *_group("04", "unscale_and_check_",
+            "torch.zeros(()) is float32 under torch's default dtype, which the course never changes "
+            "(torch.get_default_dtype() is float32). Input set: the grader's cases",
+            _unscale_inputs,
+            (2, "drop keyword", "torch.zeros((), dtype=torch.float32)", "torch.zeros(())")),
+    *_group("04", "update_scale_",
+            "every variant rounds the float64 product s·factor (a Python float) once to float32: fill_ casts a "
+            "float64 tensor to float32, and torch.tensor of a Python float makes a float32 from the double; "
+            "`if tensor` and `tensor + 1` on the 0-dim found_inf/growth tracker give what .item() gives (the "
+            "tracker stays below growth_interval < 2^31). Input set: the grader's cases, each with found_inf "
+            "0, -0, 1, 2, inf and NaN",
+            _update_inputs,
+            (2, "drop call", "found_inf.item()", "found_inf"),
+            (3, "dtype", "torch.tensor(s * backoff_factor, dtype=torch.float64).float()",
+             "torch.tensor(s * backoff_factor, dtype=torch.float64).double()"),
+            (3, "drop call", "torch.tensor(s * backoff_factor, dtype=torch.float64).float()",
+             "torch.tensor(s * backoff_factor, dtype=torch.float64)"),
+            (3, "drop keyword", "torch.tensor(s * backoff_factor, dtype=torch.float64)", "torch.tensor(s * backoff_factor)"),
+            (3, "dtype", "torch.float64", "torch.float32"),
+            (6, "drop call", "growth_tracker.item()", "growth_tracker"),
+            (8, "drop keyword", "torch.tensor(s * growth_factor, dtype=torch.float64)", "torch.tensor(s * growth_factor)"),
+            (8, "dtype", "torch.float64", "torch.float32")),
+    *_group("05", "autocast_args",
+            "args[0] is the op's input tensor, never a dtype, and no fp32_dtype op of either policy takes a dtype "
+            "as its second positional argument (softmax(input, dim, dtype), norm(input, p, dim, keepdim, out, "
+            "dtype); cumsum, cumprod, sum, prod and the linalg norms take it by keyword only), so args[0:], "
+            "args[1:] and args[2:] hold a dtype in the same calls. Input set: the grader's calls and every valid "
+            "positional-dtype call of softmax, log_softmax and norm",
+            _autocast_args_inputs,
+            (21, "constant", "1", "2"),
+            (21, "constant", "1", "0")),
+    *_group("06", "predict_bound",
+            "arithmetic_intensity is symmetric in m, k, n: 2·m·k·n and m·k + k·n + m·n are exact integer "
+            "expressions that any order of the three gives alike. Input set: the grader's cases and 320 shapes "
+            "× 4 dtypes on two devices",
+            _bound_inputs,
+            (2, "swap arguments", "arithmetic_intensity(m, k, n, dtype)", "arithmetic_intensity(k, m, n, dtype)"),
+            (2, "swap arguments", "arithmetic_intensity(m, k, n, dtype)", "arithmetic_intensity(m, n, k, dtype)")),
+    *_group("07", "predict_largest_batch",
+            "max of two ints does not depend on their order (on a tie both are the same int). Input set: 5 "
+            "models × 3 dtypes × 432 budgets",
+            _largest_batch_inputs,
+            (3, "swap arguments", "max(0, (budget_bytes - fixed) // per_sample)",
+             "max((budget_bytes - fixed) // per_sample, 0)")),
+    *_group("08", "train_amp",
+            "Optimizer.zero_grad's default is set_to_none=True (torch/optim/optimizer.py, `def zero_grad(self, "
+            "set_to_none: bool = True)`); zeroed gradients instead of None differ only for a parameter that gets "
+            "no gradient before the next step, and every parameter of the model is used by every forward "
+            "(backward adds into a zero tensor exactly what it would store). The exercise grades parameters, "
+            "scale and growth tracker, which is what is compared. Input set: every grader situation",
+            _train_amp_inputs,
+            (1, "drop keyword", "optimizer.zero_grad(set_to_none=True)", "optimizer.zero_grad()"),
+            (1, "constant", "True", "False"),
+            (12, "drop keyword", "optimizer.zero_grad(set_to_none=True)", "optimizer.zero_grad()"),
+            (12, "constant", "True", "False")),
+    *_group("08", "train_amp",
+            "torch.nn.utils.clip_grad_norm is the deprecated alias that returns clip_grad_norm_(...) "
+            "(torch/nn/utils/clip_grad.py, lines 240-253 at torch 2.13.0): the same in-place clip. Input set: "
+            "every grader situation",
+            _train_amp_inputs,
+            (9, "not in place", "torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)",
+             "torch.nn.utils.clip_grad_norm(model.parameters(), max_norm)")),
+    *_group("09", "first_nonfinite_layer",
+            "torch.isfinite is all True on integer and bool tensors, so testing only floating tensors changes "
+            "nothing for real-valued outputs (complex outputs are outside the exercise). Input set: the grader's "
+            "models and one whose module returns an int64 and a bool tensor",
+            _first_nonfinite_inputs,
+            (14, "drop condition", "t.is_floating_point() and (not torch.isfinite(t).all())",
+             "not torch.isfinite(t).all()")),
+]
