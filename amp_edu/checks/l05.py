@@ -6,7 +6,13 @@ lists). The cases are ops the lesson did not show — ``addbmm``, ``cosh``, ``cu
 gets wrong: float64 and integer tensors, tensors inside a list, a tensor on another device, an
 explicit ``dtype=`` (keyword and positional) and ``dtype=None``, promotion with and without an
 fp32 input, in-place ops and ``out=``, the banned op, and for the cache non-leaf, view, no-grad and fp16 tensors,
-a ``no_grad`` first call, two target dtypes and ``inference_mode``.
+a ``no_grad`` first call, two target dtypes, two weights in one region and ``inference_mode``.
+
+An answer to part B must return the arguments autocast passes — each tensor's dtype, the
+containers, the keywords — not merely arguments with which the op gives the same result (``add``
+of bf16 and fp32 is float32 whether or not the bf16 input was cast first; a dropped ``dim=`` can
+be the op's default), and raise with autocast's own messages. ``tools/mutate.py`` found those
+gaps: it runs systematic mutants of the solution through this grader.
 """
 
 from __future__ import annotations
@@ -397,4 +403,4 @@ def check_cached_cast(fn) -> None:
         raise _cache_fail(shown, "no caching in inference mode", "a cached tensor",
                           "torch does not cache in inference_mode (torch.is_inference_mode_enabled()): "
                           "such tensors could not be used by a later grad forward")
-    passed(name, "reuse, the no_grad trap, what is not cached, dtypes, clear, inference mode")
+    passed(name, "reuse, the no_grad trap, what is not cached, dtypes, two weights, clear, inference mode")
