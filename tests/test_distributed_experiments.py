@@ -88,6 +88,13 @@ def test_fused_check_on_dtensors_matches_torchs_dispatcher(both_ranks, kind):
         assert both_ranks[1]["dtensor_kernel"][kind]["ours"][0] == 1.0
 
 
+def test_the_empty_shard_case_really_has_an_empty_shard(two_ranks):
+    name = "unscale_ then global clipping, two optimizers (one with an empty shard on rank 1)"
+    numels = [two_ranks[r][name]["ours"]["local_numel"] for r in (0, 1)]
+    assert numels[1][1] == 0 < numels[0][1], numels       # rank 1's second optimizer holds nothing
+    assert numels[0][0] > 0 and numels[1][0] > 0
+
+
 def test_infs_were_really_injected_and_skipped(two_ranks):
     rec = two_ranks[0]["fp16 params (mp_policy), injected infs"]["ours"]
     assert rec["found_inf"][2] == [2.0]            # rank 1's inf: MAX over the mesh, then SUM over 2 ranks
@@ -158,8 +165,9 @@ def test_pitfalls(exp):
 
 
 def test_fp16_compress_hook_casts_before_it_divides(exp):
-    """A rank's gradient over 65504 is inf after the cast, even where the average (40000) fits;
-    dividing first (in fp32) keeps it. Where each rank's own value overflows, both give inf."""
+    """A rank's gradient of 70000 is inf after the cast (fp16 rounds 65520 and up to inf), even
+    where the average (40000) fits; dividing first (in fp32) keeps it. Where each rank's own
+    value overflows, both give inf."""
     o = exp[0]["ddp"]["overflow"]
     assert o["grads"][0][0] == 70000.0 and o["exact"][0] == 40000.0
     assert o["fp16_compress_hook"][0] == math.inf and o["divide first, then cast"][0] == 40000.0
@@ -175,9 +183,9 @@ def test_fsdp2_all_gathers_in_param_dtype_and_reduce_scatters_in_reduce_dtype(ex
                                                "bf16/bf16": ("bfloat16", "bfloat16", 2, 2),
                                                "fp32/fp32": ("float32", "float32", 4, 4)}.items():
         assert w[name]["all_gather"]["dtypes"] == [ag] and w[name]["reduce_scatter"]["dtypes"] == [rs]
-        # forward and backward each gather every parameter once; each rank sends its half
-        assert w[name]["all_gather"]["sent"] == 2 * ag_bytes * n // 2
-        assert w[name]["reduce_scatter"]["sent"] == rs_bytes * n
+        # forward and backward each gather every parameter once; each rank hands in its half
+        assert w[name]["all_gather"]["input_bytes"] == 2 * ag_bytes * n // 2
+        assert w[name]["reduce_scatter"]["input_bytes"] == rs_bytes * n
 
 
 def test_torchao_fp8_all_gather_halves_the_bytes_and_precomputed_scales_one_all_reduce(exp):
@@ -186,8 +194,8 @@ def test_torchao_fp8_all_gather_halves_the_bytes_and_precomputed_scales_one_all_
     assert bf16[-1]["fsdp"]["all_gather"]["dtypes"] == ["bfloat16"]
     assert fp8[-1]["fsdp"]["all_gather"]["dtypes"] == ["uint8"]            # fp8 weights + bf16 biases as bytes
     bias = f["numel"] - f["weight_numel"]
-    assert fp8[-1]["fsdp"]["all_gather"]["sent"] == 2 * (f["weight_numel"] * 1 + bias * 2) // 2
-    assert bf16[-1]["fsdp"]["all_gather"]["sent"] == 2 * f["numel"] * 2 // 2
+    assert fp8[-1]["fsdp"]["all_gather"]["input_bytes"] == 2 * (f["weight_numel"] * 1 + bias * 2) // 2
+    assert bf16[-1]["fsdp"]["all_gather"]["input_bytes"] == 2 * f["numel"] * 2 // 2
     n_gathers = fp8[-1]["fsdp"]["all_gather"]["calls"]
     assert fp8[-1]["calls"].get("all_reduce") == n_gathers                # one amax all-reduce per gathered weight
     assert pre[-1]["calls"].get("all_reduce") == 1                        # one for all weights, after the step

@@ -13,7 +13,7 @@ half the bytes, at the price of 16-bit roundings (and, in fp16, of gradients bel
 flushing to zero). :func:`compress_hooks` measures both. Because the cast comes first, a rank's
 gradient above fp16's max 65504 becomes inf even when the average would fit:
 :func:`hook_overflow` shows it. (The fp32 ``allreduce_hook`` divides first, "to avoid overflow,
-especially for FP16", line 24 of the same file.)
+especially for FP16", lines 24-26 of the same file.)
 """
 
 from __future__ import annotations
@@ -126,7 +126,7 @@ def _registrable(hook):
 def compress_hooks(rank: int, world_size: int, n: int = 100_000, magnitudes=(1e-2, 1e-6, 1e-8)) -> dict:
     """For each hook and gradient magnitude: DDP's averaged gradient against the exact (float64)
     average of every rank's gradient -- relative error, the fraction of nonzero true averages that
-    came back as 0, and the bytes each all-reduce sent."""
+    came back as 0, and the bytes of the tensors handed to the all-reduces (their inputs)."""
     from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
     from torch.nn.parallel import DistributedDataParallel as DDP
     device = current().device
@@ -140,7 +140,7 @@ def compress_hooks(rank: int, world_size: int, n: int = 100_000, magnitudes=(1e-
             with count_collectives(log, ops=("all_reduce",)):
                 model(_rank_grad(rank, n, mag).to(device)).backward()
             got = model.module.w.grad.double().cpu()
-            sent = sum(c.sent for c in log)
+            sent = sum(c.input_bytes for c in log)
             dtype = log[0].dtype
             err = ((got - exact).norm() / exact.norm()).item()
             flushed = ((got == 0) & (exact != 0)).double().mean().item()

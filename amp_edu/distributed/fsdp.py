@@ -2,8 +2,9 @@
 
 ``fully_shard(module, mp_policy=MixedPrecisionPolicy(param_dtype, reduce_dtype))`` splits every
 parameter into one shard per rank, kept as an **fp32 DTensor** -- the master weights. Before a
-layer runs, its shards are all-gathered and cast to ``param_dtype`` (the compute copy, freed
-after use); after backward the full gradients are **reduce-scattered** in ``reduce_dtype`` and
+layer runs, each rank casts its shard to ``param_dtype`` and the cast shards are all-gathered
+(``all_gather_inputs``, line 901 of torch 2.13's ``torch/distributed/fsdp/_fully_shard/_fsdp_param.py``),
+giving the compute copy, freed after use; after backward the full gradients are **reduce-scattered** in ``reduce_dtype`` and
 each rank keeps its fp32 gradient shard, which the optimizer applies to its fp32 parameter shard.
 
 * :func:`train_policies` trains the same model with several policies and seeds, side by side;
@@ -224,13 +225,14 @@ def _one_step(model, opt, x, after_step=None):
 
 
 def _summarise(log) -> dict:
-    """Per collective kind: calls, the dtypes sent and the bytes this rank sent and received."""
+    """Per collective kind: calls, the dtypes of the inputs, and the bytes of this rank's inputs
+    and outputs (:class:`.wire.Collective`)."""
     out: dict = {}
     for c in log:
-        row = out.setdefault(c.op, {"calls": 0, "dtypes": [], "sent": 0, "received": 0})
+        row = out.setdefault(c.op, {"calls": 0, "dtypes": [], "input_bytes": 0, "output_bytes": 0})
         row["calls"] += 1
-        row["sent"] += c.sent
-        row["received"] += c.received
+        row["input_bytes"] += c.input_bytes
+        row["output_bytes"] += c.output_bytes
         if c.dtype not in row["dtypes"]:
             row["dtypes"].append(c.dtype)
     return out
@@ -239,7 +241,7 @@ def _summarise(log) -> dict:
 def collective_bytes(rank: int, world_size: int, policies=tuple(POLICIES), batch: int = 32) -> dict:
     """One training step of ``tiny_mlp(0, BYTES_WIDTHS)`` sharded per layer under each policy,
     with every FSDP2 all-gather and reduce-scatter recorded (:func:`.wire.count_collectives`):
-    the dtype each sends and the bytes this rank sends and receives. The second step is
+    the dtype of each one's input and the bytes of this rank's inputs and outputs. The second step is
     recorded (the first also runs FSDP2's lazy initialisation)."""
     from .wire import count_collectives
     device = current().device

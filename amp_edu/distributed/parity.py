@@ -38,8 +38,11 @@ CASES = {
         scaler=dict(init_scale=2.0 ** 10, growth_interval=2)),
     "overflow of the fp16 loss itself (init_scale 2^24)": dict(
         policy="fp16", steps=8, inject={}, scaler=dict(init_scale=2.0 ** 24, growth_interval=4)),
+    # a 1-wide layer: FSDP2 splits its weight (1, 32) and bias (1,) along dim 0 into [1, 0] rows,
+    # so the second optimizer (that layer's two parameters) holds empty shards on rank 1
     "unscale_ then global clipping, two optimizers (one with an empty shard on rank 1)": dict(
-        policy="fp16", steps=8, inject={1: [1], 4: [0]}, clip=0.5, two_optimizers=True, per_layer=True,
+        policy="fp16", steps=8, inject={1: [1], 4: [0]}, clip=0.5, widths=(16, 32, 1, 4),
+        second_optimizer=(2, 4), per_layer=True,
         scaler=dict(growth_interval=2, backoff_factor=0.25, growth_factor=4.0)),
 }
 
@@ -101,13 +104,17 @@ class _CountingStep:
 def _build(case: dict, seed: int, scaler_cls, device):
     from torch.distributed.fsdp import MixedPrecisionPolicy
     policy_name = case["policy"]
+    widths = case.get("widths", (16, 32, 32, 4))
     if policy_name == "half":
-        model, policy = tiny_mlp(seed, dtype=torch.float16), MixedPrecisionPolicy()
+        model, policy = tiny_mlp(seed, widths, dtype=torch.float16), MixedPrecisionPolicy()
     else:
-        model, policy = tiny_mlp(seed), MixedPrecisionPolicy(param_dtype=torch.float16)
+        model, policy = tiny_mlp(seed, widths), MixedPrecisionPolicy(param_dtype=torch.float16)
     model = shard(model.to(device), policy, per_layer=case.get("per_layer", False))
     params = list(model.parameters())
-    groups = [params[:-1], params[-1:]] if case.get("two_optimizers") else [params]
+    groups = [params]
+    if "second_optimizer" in case:              # params[a:b] get an optimizer of their own
+        a, b = case["second_optimizer"]
+        groups = [params[:a] + params[b:], params[a:b]]
     if case.get("optimizer") == "adam":
         opts = [torch.optim.Adam(g, lr=1e-3, eps=1e-4) for g in groups]
     else:
@@ -149,6 +156,8 @@ def _run_one(case: dict, scaler_cls, rank: int, seed: int = 0) -> dict:
         rec["tracker"].append(scaler._get_growth_tracker())
         rec["steps_taken"].append([c.calls for c in counters])
     rec["params"] = [local_tensor(p).detach().cpu().clone() for p in model.parameters()]
+    rec["local_numel"] = [sum(local_tensor(p).numel() for grp in o.param_groups for p in grp["params"])
+                          for o in opts]                  # per optimizer: what this rank's shards hold
     rec["state_dict"] = scaler.state_dict()
     return rec
 

@@ -2,25 +2,28 @@
 
 With FSDP each rank holds only its **shard** of every gradient. A loss scaler that checks for
 inf/NaN in what it holds sees only that shard, so after an overflow that landed in rank 1's shard,
-rank 1 skips the step while rank 0 takes it -- and from then on the ranks' weights differ (the
-lesson measures the drift with :class:`LocalShardGradScaler`, the scaler with exactly that bug).
+rank 1 skips the step while rank 0 takes it -- each rank updates its own shard, so the model
+the shards form together is updated on two schedules and drifts away from the correctly trained
+one (the lesson measures the drift with :class:`LocalShardGradScaler`, the scaler with exactly
+that bug).
 The fix is one collective: each rank's ``found_inf`` is **all-reduced** (summed) over the ranks
 before anyone decides, so every rank skips or steps together and updates its scale alike.
 
 What torch does, and so what this class does (``torch/distributed/fsdp/sharded_grad_scaler.py``):
 
 * ``scale(loss)`` casts the scaled loss back to the loss's dtype (FSDP's mixed precision may
-  hand back an fp16/bf16 loss);
+  hand back an fp16/bf16 loss; lines 142-148 of that file in torch 2.13);
 * ``unscale_`` allows fp16 gradients (the parameters may be fp16 under FSDP), checks and unscales
   each rank's local tensors, then ``all_reduce``s (SUM) every ``found_inf`` over
-  ``process_group``; a rank with no gradient at all still contributes a 0 -- it must take part in
-  the collective or the others wait forever;
+  ``process_group`` (lines 263-286); a rank with no gradient at all still contributes a 0 -- it
+  must take part in the collective or the others wait forever (lines 226-232);
 * FSDP2's gradients are DTensors; torch's DTensor dispatch already turns the fused check into
   "local check, then MAX over the sharded mesh dimensions" (``found_inf_reduce_handler`` in
   ``torch/distributed/tensor/_dispatch.py``); the course's ``GradScaler`` applies that rule
   itself, on ``grad.to_local()``, and this class inherits it -- so after the SUM below an inf
   anywhere reads ``found_inf`` = 2 on each of two ranks, exactly as torch's classes compose;
-* ``update`` on a CPU applies its own rule on the tensors (``_amp_update_scale_cpu_``): a
+* ``update`` on a CPU applies its own rule on the tensors (``_amp_update_scale_cpu_``, lines
+  288-307, called at line 365): a
   ``found_inf >= 1`` backs off; growth after ``growth_interval`` good steps with no guard against
   a float32 overflow of the scale. On other devices the fused rule
   (:func:`amp_edu.scaler.update_scale_`) runs.
@@ -30,7 +33,8 @@ from-scratch :class:`amp_edu.scaler.GradScaler`, which this class extends throug
 (``_check_output``, ``_scaled``, ``_check_param``, ``_coalesce_fp16``, ``_update_scale_``).
 ``tests/test_distributed_scaler.py`` compares the two classes' API and errors in one process;
 ``tests/test_distributed_experiments.py`` runs them side by side under FSDP2 with injected infs
-in two processes and compares scales, skip decisions and parameters bit for bit.
+in two processes (the cases of :data:`.parity.CASES`) and compares scales, skip decisions and
+parameters bit for bit.
 """
 
 from __future__ import annotations
@@ -38,10 +42,9 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
-from ..scaler import GradScaler, is_dtensor, local_tensor
+from ..scaler import GradScaler
 
-# local_tensor and is_dtensor live in amp_edu.scaler; re-exported here for older imports
-__all__ = ["ShardedGradScaler", "LocalShardGradScaler", "local_tensor", "is_dtensor"]
+__all__ = ["ShardedGradScaler", "LocalShardGradScaler"]
 
 
 def _is_supported_device(tensor: torch.Tensor) -> bool:

@@ -33,13 +33,19 @@ OPS = ("all_reduce", "all_gather_single", "reduce_scatter_single")
 
 @dataclass(frozen=True)
 class Collective:
-    """One call: ``op``, the dtype of the tensor this rank sent, the bytes it sent (its input)
-    and the bytes it received (its output; for an all-reduce, the same tensor)."""
+    """One call: ``op``, the dtype of the tensor this rank handed to it, and the bytes of that
+    input and of its output (for an all-reduce, the same tensor).
+
+    These are the tensors' sizes, not what crosses the network: that depends on the collective's
+    algorithm. In a ring over N ranks, for example, each rank sends (N-1)/N of the gathered (or
+    reduced) tensor in an all-gather or a reduce-scatter, and twice that in an all-reduce. For
+    an all-gather the input is this rank's shard and for a reduce-scatter the whole tensor, so
+    the two inputs differ by N although a ring sends the same bytes for both."""
 
     op: str
     dtype: str
-    sent: int
-    received: int
+    input_bytes: int
+    output_bytes: int
 
 
 def _nbytes(t) -> int:
