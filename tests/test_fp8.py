@@ -4,6 +4,7 @@ Each piece is compared with torchao's own function where one exists (scales, cas
 the definition (OCP MX v1.0, section 6.3) where it is the spec that counts.
 """
 
+import copy
 import math
 
 import pytest
@@ -491,3 +492,83 @@ def test_narrow_accumulation_loses_what_promotion_recovers():
     assert err(narrow) > 5 * err(promoted) and err(promoted) < 1e-3
     trunc = narrow_accumulate_mm(a, b, 14, rounding="truncate")
     assert err(trunc) > 3 * err(narrow)                  # a one-sided error grows with K
+
+
+# --- NVFP4 and the block-scaled GEMM ---------------------------------------------------------------
+@needs_ao
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("shape", [(32, 64), (2, 16, 48)])
+@pytest.mark.parametrize("two_level", [False, True])
+def test_nvfp4_equals_torchao(dtype, shape, two_level):
+    from amp_edu.fp8 import nvfp4
+    import_torchao("torchao.prototype.mx_formats.nvfp4_tensor")
+    from torchao.prototype.mx_formats.kernels import f4_unpacked_to_f32, unpack_uint4
+    from torchao.prototype.mx_formats.nvfp4_tensor import NVFP4Tensor, per_tensor_amax_to_scale
+    gen = torch.Generator().manual_seed(0)
+    x = (torch.randn(*shape, generator=gen) * torch.logspace(-4, 4, shape[-1])).to(dtype)
+    x.view(-1)[:16] = 0                                   # a block of zeros: the 2^-6 floor
+    ref = NVFP4Tensor.to_nvfp4(x.contiguous(), 16, per_tensor_amax_to_scale(x.abs().max()) if two_level else None)
+    ours = nvfp4.nvfp4_quantize(x, nvfp4.per_tensor_scale(x.abs().max()) if two_level else None)
+    elements = f4_unpacked_to_f32(unpack_uint4(ref.qdata.contiguous().view(torch.uint8))).reshape(x.shape)
+    assert torch.equal(ours.block_scales.view(torch.uint8), ref.scale.view(torch.uint8))
+    assert torch.equal(ours.elements, elements)
+    assert torch.equal(ours.dequantize(dtype), ref.dequantize(dtype))
+
+
+def test_nvfp4_bad_input():
+    from amp_edu.fp8 import nvfp4
+    with pytest.raises(ValueError, match="multiple of 16"):
+        nvfp4.nvfp4_quantize(torch.randn(4, 24))
+    with pytest.raises(TypeError, match="float32 or bfloat16"):
+        nvfp4.nvfp4_quantize(torch.randn(4, 16).half())
+    assert nvfp4.NVFP4Tensor.bits_per_element() == 4.5
+
+
+def test_block_scaled_gemm_applies_scales_inside_the_k_loop():
+    from amp_edu.fp8 import blockgemm as bg
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(64, 512, generator=gen)
+    x[3, 7], x[10] = 300.0, x[10] * 50                   # an outlier and a loud row
+    w = torch.randn(512, 256, generator=gen) * 0.05
+    w[:, :128] *= 100                                    # one block of columns 100x larger
+    exact = x.double() @ w.double()
+    quiet = (slice(11, None), slice(128, None))          # the outputs the outliers should not cost
+    err = lambda y: float((y.double() - exact)[quiet].norm() / exact[quiet].norm())  # noqa: E731
+    a, b = bg.block_cast(x, (1, 128)), bg.block_cast(w, (128, 128))
+    y = bg.block_scaled_mm(a, b)
+    # equals the product of the dequantized operands (the scales are exact to apply per chunk)
+    ref = (a.dequantize().double() @ b.dequantize().double()).float()
+    assert float((y - ref).abs().max()) < 1e-5 * float(ref.abs().max())
+    per_tensor = fp8.scaled_mm(fp8.cast_to_float8(x, E4), fp8.cast_to_float8(w, E4))
+    assert err(y) < err(per_tensor)
+    assert err(bg.block_scaled_mm(a, b, significand_bits=14)) < 2 * err(y)   # promotion every 128
+    with pytest.raises(ValueError, match="tiles"):
+        bg.block_scaled_mm(b, a)
+    odd = torch.randn(4, 100, generator=gen)
+    q = bg.block_cast(odd, (1, 128))                       # padded with zeros to a whole tile
+    assert q.data.shape == (4, 128) and q.dequantize().shape == (4, 100)
+    assert float((q.dequantize() - odd).abs().max()) <= float(odd.abs().max()) * 2 ** -4
+
+
+def test_blockwise_float8_linear_runs_the_block_gemm_in_all_three_gemms():
+    from amp_edu.fp8 import blockgemm as bg
+    torch.manual_seed(0)
+    ref = nn.Linear(200, 136)                             # sizes off 128: padded to whole tiles
+    lin = fp8.Float8Linear.from_float(copy.deepcopy(ref), config="blockwise")
+    assert lin.config.weight.granularity is fp8.Granularity.BLOCKWISE
+    x = torch.randn(3, 50, 200)
+    x[..., :2] *= 1e3                                    # loud channels
+    g = torch.randn(3, 50, 136)
+    xr, xb = x.clone().requires_grad_(), x.clone().requires_grad_()
+    ref(xr).backward(g)
+    y = lin(xb)
+    y.backward(g)
+    x2, g2 = x.reshape(-1, 200), g.reshape(-1, 136)
+    want = bg.block_scaled_mm(bg.block_cast(x2, (1, 128)), bg.block_cast(ref.weight.t(), (128, 128)))
+    assert torch.equal(y.reshape(-1, 136), want + lin.bias)          # the forward is the block loop
+    want_dw = bg.block_scaled_mm(bg.block_cast(g2, (128, 1)).t(), bg.block_cast(x2, (128, 1)))
+    assert torch.equal(lin.weight.grad, want_dw)                     # 128x1 tiles along the tokens
+    for got, exp in ((y, ref(x)), (xb.grad, xr.grad), (lin.weight.grad, ref.weight.grad)):
+        assert float((got - exp).norm() / exp.norm()) < 0.1
+    with pytest.raises(ValueError, match="BLOCKWISE or neither"):
+        fp8.Float8LinearConfig(input=fp8.CastConfig(granularity=fp8.Granularity.BLOCKWISE))

@@ -13,7 +13,9 @@ The pieces, in the order lesson 10 builds them:
   ``rowwise_with_gw_hp`` recipes, bit-identical to ``torchao.float8``;
 * :mod:`~amp_edu.fp8.delayed`: delayed scaling from an amax history (Transformer Engine's rule);
 * :mod:`~amp_edu.fp8.blocks`, :mod:`~amp_edu.fp8.mx`: per-row, 1×128, 128×128 and MX-32 block
-  scaling (MX with torchao's FLOOR and RCEIL scale rules);
+  scaling (MX with torchao's FLOOR and RCEIL scale rules); :mod:`~amp_edu.fp8.nvfp4`: NVFP4
+  (16-element e4m3-scaled fp4 blocks), equal to torchao's ``NVFP4Tensor``;
+* :mod:`~amp_edu.fp8.blockgemm`: DeepSeek-V3's block-scaled GEMM, scales applied inside the K loop;
 * :mod:`~amp_edu.fp8.training`: the ``fp8_*`` training recipes for :func:`amp_edu.train.train`;
 * :mod:`~amp_edu.fp8.reference`: importing torchao (for comparisons) without its CPU noise.
 """

@@ -25,10 +25,15 @@ torchao 0.18's ``torchao/float8/config.py`` (``ScalingType``, ``ScalingGranulari
   ``DISABLED``): torchao's most accurate recipe.
 * ``delayed`` (not a torchao recipe: Transformer Engine's ``DelayedScaling``): per-tensor scales
   from an amax history, e4m3 forward and e5m2 backward (TE's HYBRID format).
+* ``blockwise`` (DeepSeek-V3, TE's ``Float8BlockScaling``): 1×128 tiles for activations and
+  gradients, 128×128 blocks for weights, e4m3 everywhere; its GEMMs are the emulated
+  block-scaled loop of :mod:`~amp_edu.fp8.blockgemm` (no fast kernel on a CPU).
 
 Everything that lists recipes asks :func:`recipe_names` at call time, so adding a recipe is one
 entry in :data:`_RECIPES`. Adding a *granularity* is one :class:`Granularity` member (with its
-checks here), its scale in :mod:`~amp_edu.fp8.cast` and its GEMM in :mod:`~amp_edu.fp8.gemm`.
+checks here) and one branch in each of :func:`~amp_edu.fp8.gemm.cast_operand` and
+:func:`~amp_edu.fp8.gemm.gemm` (plus, if it needs one, its own module, as ``BLOCKWISE`` has
+:mod:`~amp_edu.fp8.blockgemm`); ``Float8Linear`` and the training recipes need no change.
 """
 
 from __future__ import annotations
@@ -59,6 +64,7 @@ class Granularity(enum.Enum):
 
     TENSORWISE = "tensorwise"   # one scale for the whole tensor
     AXISWISE = "axiswise"       # one per row (or column): along the GEMM's reduction dim
+    BLOCKWISE = "blockwise"     # 1x128 tiles (activations, gradients), 128x128 blocks (weights)
 
 
 @dataclass(frozen=True)
@@ -105,7 +111,7 @@ class Float8LinearConfig:
 
     ``fast_accum_output`` (torchao's ``gemm_config_output.use_fast_accum``): the forward GEMM
     uses the GPU's fast fp8 accumulation (the two backward GEMMs never do);
-    ``power_of_2``: scales rounded down to 2^k; ``pad_inner_dim``: pad K to a multiple of 16
+    ``power_of_2``: tensorwise and axiswise scales rounded down to 2^k; ``pad_inner_dim``: pad K to a multiple of 16
     instead of refusing it (see :mod:`~amp_edu.fp8.gemm`); ``history_len`` and ``margin``:
     delayed scaling's amax history and headroom; ``reduce_amax``: delayed amaxes MAX-reduced
     across ranks (TE's ``DelayedScaling.reduce_amax``).
@@ -141,6 +147,7 @@ class Float8LinearConfig:
             if getattr(self, main).dtype != getattr(self, second).dtype:
                 raise ValueError(f"{main} must be cast to the same dtype in both GEMMs that use it, got "
                                  f"{getattr(self, main).dtype} and {getattr(self, second).dtype}")
+        blockwise = lambda c: c.enabled and c.granularity is Granularity.BLOCKWISE  # noqa: E731
         for a, b, gemm in (("input", "weight", "output"),
                            ("grad_output", "weight_for_grad_input", "grad_input"),
                            ("grad_output_for_grad_weight", "input_for_grad_weight", "grad_weight")):
@@ -148,6 +155,10 @@ class Float8LinearConfig:
             if ca.enabled != cb.enabled:
                 raise ValueError(f"the {gemm} GEMM needs both operands in fp8 or both in high precision "
                                  f"({a}: {ca.scaling_type.name}, {b}: {cb.scaling_type.name})")
+            if blockwise(ca) != blockwise(cb):
+                raise ValueError(f"the {gemm} GEMM needs both operands BLOCKWISE or neither: the block-scaled "
+                                 f"GEMM applies both scales per 128-element chunk of K ({a}: "
+                                 f"{ca.granularity.name}, {b}: {cb.granularity.name})")
         kinds = {c.scaling_type is ScalingType.DELAYED for c in self.casts().values()}
         if len(kinds) > 1:
             raise ValueError("delayed scaling must be used for all six casts or none (one amax history "
@@ -196,17 +207,23 @@ def _rowwise_with_gw_hp(**kw):
         power_of_2=True, name="rowwise_with_gw_hp", **kw)
 
 
+def _blockwise(**kw):
+    b = CastConfig(granularity=Granularity.BLOCKWISE, dtype=_E4)
+    return Float8LinearConfig(input=b, weight=b, grad_output=b, name="blockwise", **kw)
+
+
 def _delayed(**kw):
     d = CastConfig(ScalingType.DELAYED)
     return Float8LinearConfig(input=d, weight=d, grad_output=d, name="delayed", **kw)
 
 
 _RECIPES = {"tensorwise": _tensorwise, "rowwise": _rowwise, "rowwise_with_gw_hp": _rowwise_with_gw_hp,
-            "delayed": _delayed}
+            "delayed": _delayed, "blockwise": _blockwise}
 
 
 def recipe_names() -> tuple[str, ...]:
-    """Every named fp8 recipe: torchao's three, then Transformer Engine-style ``delayed``."""
+    """Every named fp8 recipe: torchao's three, Transformer Engine-style ``delayed``, and DeepSeek-V3's
+    ``blockwise`` (TE's ``Float8BlockScaling``: 1×128 / 128×128, e4m3 everywhere, emulated)."""
     return tuple(_RECIPES)
 
 

@@ -43,9 +43,11 @@ from __future__ import annotations
 
 import torch
 
-from .cast import Float8Tensor
+from .blockgemm import TILE, BlockFloat8, block_cast, block_scaled_mm
+from .cast import Float8Tensor, cast_to_float8
+from .config import CastConfig, Float8LinearConfig, Granularity
 
-__all__ = ["scaled_mm", "is_row_major", "pad_to_16", "GEMM_ALIGNMENT"]
+__all__ = ["scaled_mm", "is_row_major", "pad_to_16", "GEMM_ALIGNMENT", "cast_operand", "gemm"]
 
 GEMM_ALIGNMENT = 16   # torch's CUDA _scaled_mm: K and N multiples of 16
 
@@ -123,3 +125,29 @@ def scaled_mm(a: Float8Tensor, b: Float8Tensor, *, out_dtype: torch.dtype | None
     if post is not None:
         out *= post
     return out.to(out_dtype)
+
+
+# --- one entry point per step of a linear layer's GEMM, whatever the granularity -------------------
+def cast_operand(t: torch.Tensor, cast: CastConfig, config: Float8LinearConfig, dim: int, *,
+                 weight: bool = False):
+    """``t`` (2-D) cast as ``cast`` says for a GEMM that reduces over ``dim``; or ``t`` itself when
+    the cast is disabled. Tensorwise: one scale; axiswise: one per slice along ``dim``;
+    blockwise: 1×128 tiles along ``dim`` (128×128 blocks for a ``weight``)."""
+    if not cast.enabled:
+        return t
+    g = cast.granularity
+    if g is Granularity.BLOCKWISE:
+        tile = (TILE, TILE) if weight else ((1, TILE) if dim % 2 == 1 else (TILE, 1))
+        return block_cast(t, tile, cast.dtype)
+    axis = dim if g is Granularity.AXISWISE else None
+    return cast_to_float8(t, cast.dtype, dim=axis, power_of_2=config.power_of_2)
+
+
+def gemm(a, b, config: Float8LinearConfig, fast_accum: bool) -> torch.Tensor:
+    """``a @ b`` for two operands from :func:`cast_operand`: the block-scaled loop, the scaled
+    matmul, or a plain ``torch.mm`` when both were left in high precision."""
+    if isinstance(a, BlockFloat8):
+        return block_scaled_mm(a, b).to(a.orig_dtype)
+    if isinstance(a, Float8Tensor):
+        return scaled_mm(a, b, use_fast_accum=fast_accum, pad_inner_dim=config.pad_inner_dim)
+    return torch.mm(a, b)

@@ -10,11 +10,13 @@ Backward, with ``dY`` the incoming gradient::
     dW = gemm(cast(dY, grad_output_for_grad_weight).t(), cast(x, input_for_grad_weight))  # dY.T @ x
     db = dY.sum(0)                                                                 # autograd
 
-Each ``cast`` reads its :class:`~amp_edu.fp8.config.CastConfig`: a disabled one leaves the
-operand in high precision (the GEMM is then a plain ``torch.mm``, as torchao's
-``rowwise_with_gw_hp`` does for dW), an axiswise one takes one scale per slice along the GEMM's
-reduction dim (dim -1 for ``x`` and ``dY`` in the forward and grad_input GEMMs, dim 0 in
-grad_weight), a tensorwise one a single scale. What is *saved* for backward is the
+Each ``cast`` reads its :class:`~amp_edu.fp8.config.CastConfig` (:func:`~amp_edu.fp8.gemm.cast_operand`):
+a disabled one leaves the operand in high precision (the GEMM is then a plain ``torch.mm``, as
+torchao's ``rowwise_with_gw_hp`` does for dW), an axiswise one takes one scale per slice along
+the GEMM's reduction dim (dim -1 for ``x`` and ``dY`` in the forward and grad_input GEMMs, dim 0
+in grad_weight), a tensorwise one a single scale, a blockwise one 1×128 tiles along that dim
+(128×128 blocks for W). :func:`~amp_edu.fp8.gemm.gemm` then runs the matching GEMM; nothing in
+this module depends on the granularity. What is *saved* for backward is the
 high-precision ``x`` and ``W``: each backward GEMM needs its operands scaled along its own
 reduction dim, so they are cast again. The weights stay in their own dtype (the master copy the
 optimizer updates): fp8 is only the format of the GEMM operands.
@@ -34,26 +36,11 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .cast import Float8Tensor, cast_to_float8
-from .config import CastConfig, Float8LinearConfig, Granularity, get_config
+from .config import Float8LinearConfig, get_config
 from .delayed import AmaxHistory, DelayedMatmul
-from .gemm import scaled_mm
+from .gemm import cast_operand, gemm
 
 __all__ = ["Float8Linear"]
-
-
-def _operand(t: torch.Tensor, cast: CastConfig, config: Float8LinearConfig, dim: int):
-    """``t`` cast as ``cast`` says, with its scales along ``dim`` if axiswise; or ``t`` itself."""
-    if not cast.enabled:
-        return t
-    axis = dim if cast.granularity is Granularity.AXISWISE else None
-    return cast_to_float8(t, cast.dtype, dim=axis, power_of_2=config.power_of_2)
-
-
-def _mm(a, b, config: Float8LinearConfig, fast_accum: bool) -> torch.Tensor:
-    if isinstance(a, Float8Tensor):
-        return scaled_mm(a, b, use_fast_accum=fast_accum, pad_inner_dim=config.pad_inner_dim)
-    return torch.mm(a, b)                                  # both operands left in high precision
 
 
 class _Float8Matmul(torch.autograd.Function):
@@ -64,9 +51,9 @@ class _Float8Matmul(torch.autograd.Function):
         ctx.save_for_backward(input_hp, weight_t_hp)
         ctx.config = c = config
         x2d = input_hp.reshape(-1, input_hp.shape[-1])
-        x8 = _operand(x2d, c.input, c, dim=-1)               # scales along K: one per row of x
-        w8 = _operand(weight_t_hp, c.weight, c, dim=0)       # ... one per output feature of W
-        out = _mm(x8, w8, c, c.fast_accum_output)
+        x8 = cast_operand(x2d, c.input, c, dim=1)                        # scales along K: per row of x
+        w8 = cast_operand(weight_t_hp, c.weight, c, dim=0, weight=True)  # ... per output feature of W
+        out = gemm(x8, w8, c, c.fast_accum_output)
         return out.reshape(*input_hp.shape[:-1], out.shape[-1])
 
     @staticmethod
@@ -75,13 +62,13 @@ class _Float8Matmul(torch.autograd.Function):
         c = ctx.config
         go = grad_output.reshape(-1, grad_output.shape[-1])
         # grad_input = dY @ W: reduce over output features
-        go8 = _operand(go, c.grad_output, c, dim=-1)
-        w8 = _operand(weight_t_hp, c.weight_for_grad_input, c, dim=-1)
-        grad_input = _mm(go8, w8.t(), c, False).reshape(*grad_output.shape[:-1], -1)
+        go8 = cast_operand(go, c.grad_output, c, dim=1)
+        w8 = cast_operand(weight_t_hp, c.weight_for_grad_input, c, dim=1, weight=True)
+        grad_input = gemm(go8, w8.t(), c, False).reshape(*grad_output.shape[:-1], -1)
         # grad_weight = dY.T @ x: reduce over the batch (tokens)
-        go8_cols = _operand(go, c.grad_output_for_grad_weight, c, dim=0)
-        x8_cols = _operand(input_hp.reshape(-1, input_hp.shape[-1]), c.input_for_grad_weight, c, dim=0)
-        grad_weight = _mm(go8_cols.t(), x8_cols, c, False)
+        go8_cols = cast_operand(go, c.grad_output_for_grad_weight, c, dim=0)
+        x8_cols = cast_operand(input_hp.reshape(-1, input_hp.shape[-1]), c.input_for_grad_weight, c, dim=0)
+        grad_weight = gemm(go8_cols.t(), x8_cols, c, False)
         return grad_input, grad_weight.t(), None
 
 

@@ -1,0 +1,88 @@
+"""NVFP4: fp4 e2m1 elements in 16-element blocks, an e4m3 scale per block and an fp32 scale per tensor.
+
+NVIDIA's 4-bit format for Blackwell GPUs differs from OCP MXFP4 (:mod:`~amp_edu.fp8.mx`) in two
+ways: blocks of 16 instead of 32, and a block scale that is an **e4m3** number (3 mantissa bits)
+instead of a bare power of two. e4m3's own range (2^-9 .. 448) is small, so a second, per-tensor
+float32 scale moves the block scales into it (two-level scaling)::
+
+    per_tensor = amax(x) / (448 * 6)                     # e4m3's max times e2m1's max
+    block      = e4m3( amax(block) / 6 / per_tensor )    # clamped to [2^-6, 448]
+    P_i        = e2m1( V_i * ((1 / per_tensor) / block) )   # saturate at ±6, nearest even
+    V_i       ≈ P_i * per_tensor * block
+
+Without a per-tensor scale the block scale is ``e4m3(amax(block) / 6)`` and the elements are
+``V_i * (1 / block)``. The arithmetic is written exactly as torchao 0.18's ``nvfp4_quantize`` and
+``NVFP4Tensor.dequantize`` (``torchao/prototype/mx_formats/nvfp4_tensor.py``) compute it,
+reciprocals included, so the bits agree (``tests/test_fp8.py``). The e2m1 rounding is
+:func:`amp_edu.formats.quantize`; the block scales use torch's own e4m3 cast.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .. import formats
+
+__all__ = ["NVFP4_BLOCK", "NVFP4Tensor", "per_tensor_scale", "nvfp4_quantize"]
+
+NVFP4_BLOCK = 16
+_E4 = torch.float8_e4m3fn
+_E4_MAX = formats.FP8_E4M3.max                 # 448
+_E4_TINY = formats.FP8_E4M3.smallest_normal    # 2^-6: torchao's floor under a block scale
+_F4_MAX = formats.FP4_E2M1.max                 # 6
+
+
+@dataclass(frozen=True)
+class NVFP4Tensor:
+    """``elements`` (float32 values on the e2m1 grid), ``block_scales`` (e4m3, one per 16 along the
+    last dim), ``per_tensor`` (float32 0-dim, or None for one-level scaling)."""
+
+    elements: torch.Tensor
+    block_scales: torch.Tensor
+    per_tensor: torch.Tensor | None = None
+
+    def scales(self) -> torch.Tensor:
+        """The float32 scale of each block: ``per_tensor * block`` (torchao's ``get_hp_scales``)."""
+        s = self.block_scales.to(torch.float)
+        return s if self.per_tensor is None else self.per_tensor * s
+
+    def dequantize(self, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        e = self.elements
+        blocks = e.reshape(*e.shape[:-1], -1, NVFP4_BLOCK) * self.scales().unsqueeze(-1).to(torch.float32)
+        return blocks.reshape(e.shape).to(dtype)
+
+    @staticmethod
+    def bits_per_element() -> float:
+        """4 element bits plus an 8-bit scale per 16 (the per-tensor scale is negligible)."""
+        return formats.FP4_E2M1.bits + 8 / NVFP4_BLOCK
+
+
+def per_tensor_scale(amax: torch.Tensor) -> torch.Tensor:
+    """``amax / (448 * 6)`` in float32: lets the largest block scale use all of e4m3's range."""
+    return amax.to(torch.float32) / (_E4_MAX * _F4_MAX)
+
+
+def nvfp4_quantize(x: torch.Tensor, per_tensor: torch.Tensor | None = None) -> NVFP4Tensor:
+    """``x`` (2-D or 3-D, last dim a multiple of 16) in NVFP4; ``per_tensor`` from
+    :func:`per_tensor_scale` for two-level scaling, or None for block scales only."""
+    if not isinstance(x, torch.Tensor) or x.dtype not in (torch.float32, torch.bfloat16):
+        raise TypeError("x must be a float32 or bfloat16 tensor")
+    if x.dim() not in (2, 3) or x.shape[-1] % NVFP4_BLOCK:
+        raise ValueError(f"x must be 2-D or 3-D with a last dim that is a multiple of {NVFP4_BLOCK}, "
+                         f"got shape {tuple(x.shape)}")
+    if per_tensor is not None and (not isinstance(per_tensor, torch.Tensor) or per_tensor.numel() != 1):
+        raise TypeError("per_tensor must be a tensor holding one value (see per_tensor_scale), or None")
+    data = x.float().reshape(x.shape[0], -1, NVFP4_BLOCK)
+    block = torch.amax(torch.abs(data), dim=-1) / _F4_MAX
+    if per_tensor is None:
+        block8 = torch.clamp(block, min=_E4_TINY, max=_E4_MAX).to(_E4)
+        scaled = data * (1.0 / block8.to(torch.float32)).unsqueeze(-1)
+    else:
+        block8 = torch.clamp(block / per_tensor, min=_E4_TINY, max=_E4_MAX).to(_E4)
+        scaled = data * ((1.0 / per_tensor) / block8.to(torch.float32)).unsqueeze(-1)
+    scaled = torch.clamp(scaled, -_F4_MAX, _F4_MAX).reshape(x.shape)
+    nan = torch.isnan(scaled)
+    elements = torch.where(nan, torch.nan, formats.quantize(scaled.masked_fill(nan, 0), formats.FP4_E2M1).float())
+    return NVFP4Tensor(elements, block8.reshape(*x.shape[:-1], -1), per_tensor)
