@@ -59,7 +59,8 @@ class UlpReport:
     def sentence(self, what: str = "outputs") -> str:
         if not self.differ:
             return f"all {self.n} {what} are bit-identical"
-        hist = ", ".join(f"{k} ulp: {v}" for k, v in sorted(self.histogram.items()) if k)
+        shown = [(k, v) for k, v in sorted(self.histogram.items()) if k]
+        hist = ", ".join(f"{k} ulp: {v}" for k, v in shown[:4]) + (f", … ({len(shown) - 4} more distances)" if len(shown) > 4 else "")
         return (f"{self.differ} of {self.n} {what} ({self.fraction:.1%}) differ, by at most {self.max_ulps} ulp "
                 f"(at index {self.worst_index}); {hist}")
 
