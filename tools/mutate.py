@@ -621,20 +621,23 @@ def table(records) -> str:
     for r in records:
         if r["mutant"] == "baseline" or r["status"] == "stale":
             continue
-        row = rows.setdefault((r["lesson"], r["function"]), {"mutants": 0, "killed": 0, "survived": 0, "equivalent": 0})
+        row = rows.setdefault((r["lesson"], r["function"]),
+                              {"mutants": 0, "killed": 0, "timeout": 0, "survived": 0, "equivalent": 0})
         row["mutants"] += 1
-        row[{"killed": "killed", "timeout": "killed", "survived": "survived",
-             "equivalent": "equivalent"}[r["status"]]] += 1
-    lines = [f"{'exercise':8} {'function':22} {'mutants':>7} {'killed':>7} {'survived':>8} {'equivalent':>10}"]
+        row["killed" if r["status"] == "timeout" else r["status"]] += 1
+        row["timeout"] += r["status"] == "timeout"
+    cols = ("mutants", "killed", "timeout", "survived", "equivalent")
+    lines = [f"{'exercise':8} {'function':22} " + " ".join(f"{c:>10}" for c in cols)
+             + "    (timeout: killed by the time limit, counted in killed)"]
     for lesson in sorted({k[0] for k in rows}):
-        tot = {"mutants": 0, "killed": 0, "survived": 0, "equivalent": 0}
+        tot = dict.fromkeys(cols, 0)
         for (les, fn), row in sorted(rows.items()):
             if les != lesson:
                 continue
-            lines.append(f"{les:8} {fn:22} {row['mutants']:7} {row['killed']:7} {row['survived']:8} {row['equivalent']:10}")
+            lines.append(f"{les:8} {fn:22} " + " ".join(f"{row[c]:10}" for c in cols))
             for k in tot:
                 tot[k] += row[k]
-        lines.append(f"{lesson:8} {'(all)':22} {tot['mutants']:7} {tot['killed']:7} {tot['survived']:8} {tot['equivalent']:10}")
+        lines.append(f"{lesson:8} {'(all)':22} " + " ".join(f"{tot[c]:10}" for c in cols))
     return "\n".join(lines)
 
 

@@ -307,6 +307,17 @@ CLAIMS: list[Claim] = [
             (6, "operator", "k -= 1", "k += 1"),
             (6, "constant", "1", "2"),
             (6, "constant", "1", "0")),
+    *_group("03", "choose_scale",
+            "a first loop that overshoots (it stops at some k above the answer) is undone by the second, which "
+            "lowers k while m·2^k > 65504 and so stops exactly at the largest k with m·2^k <= 65504 from any k "
+            "at or above it; these first loops start at the exact k and only ever raise it. Input set: as for "
+            "the loops above",
+            _choose_scale_inputs,
+            (3, "constant", "2.0", "3.0"),
+            (3, "constant", "2.0", "4.0"),
+            (3, "operator", "k + 1", "k - 1")),
+    *_group("03", "choose_scale", _START_IS_EXACT, _choose_scale_inputs,
+            (5, "constant", "65504.0", "65505.0")),
     *_group("03", "scaled_step",
             "all() takes the truth value of each item, and bool() of a one-element bool tensor is its value: "
             "the same test. Input set: the first call of every grader scenario",
