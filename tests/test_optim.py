@@ -6,6 +6,8 @@ import io
 import pytest
 import torch
 
+from amp_edu.device import num_threads
+
 from amp_edu import data, train
 from amp_edu.optim import (AdamW, OPTIM_RECIPES, QuantizedState, dynamic_map, footprint, kahan_add_, linear_map,
                            nearest_code, round_up_probability, stochastic_round, compensation_like)
@@ -17,6 +19,14 @@ quant_utils = pytest.importorskip("torchao.optim.quant_utils")
 from torchao.optim.subclass_4bit import OptimState4bit  # noqa: E402
 from torchao.optim.subclass_8bit import OptimState8bit  # noqa: E402
 from torchao.optim.subclass_fp8 import OptimStateFp8  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """Small tensors: one thread is faster, and two busy cores shared by several jobs make torch's
+    thread pool spin (10-100x slower tests)."""
+    with num_threads(1):
+        yield
 
 
 def _bits(t):
