@@ -12,7 +12,7 @@ from amp_edu import data, train
 from amp_edu.optim import (AdamW, OPTIM_RECIPES, QuantizedState, dynamic_map, footprint, kahan_add_, linear_map,
                            nearest_code, round_up_probability, stochastic_round, compensation_like)
 from amp_edu.optim import adamw as adamw_mod
-from amp_edu.optim.updates import half_ulp_bf16, record_updates, replay
+from amp_edu.optim.updates import record_updates, replay
 from amp_edu.recipes import parse_recipe
 
 quant_utils = pytest.importorskip("torchao.optim.quant_utils")

@@ -21,7 +21,7 @@ import math
 
 import torch
 
-from ..optim import compensation_like, kahan_add_, stochastic_round as _reference_sr
+from ..optim import kahan_add_, stochastic_round as _reference_sr
 from .core import call_learner, fail, passed, require_callable, same_bits
 
 __all__ = ["check_stochastic_round", "check_kahan"]
