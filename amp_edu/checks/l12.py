@@ -21,6 +21,7 @@ import math
 
 import torch
 
+from ..device import num_threads
 from ..optim import kahan_add_, stochastic_round as _reference_sr
 from .core import call_learner, fail, passed, require_callable, same_bits
 
@@ -43,6 +44,11 @@ def _check_type(name, x, got):
 
 
 def check_stochastic_round(fn) -> str:
+    with num_threads(1):           # elementwise work on a few million values: one thread, no pool to spin
+        return _check_stochastic_round(fn)
+
+
+def _check_stochastic_round(fn) -> str:
     name = "stochastic_round"
     require_callable(name, fn)
     # 1. exact bf16 values (and signed zeros) never move
@@ -142,6 +148,11 @@ def _kahan_hint(p0, c0, u, p, c) -> str:
 
 
 def check_kahan(init_compensation, kahan_update_) -> str:
+    with num_threads(1):
+        return _check_kahan(init_compensation, kahan_update_)
+
+
+def _check_kahan(init_compensation, kahan_update_) -> str:
     name = "kahan"
     require_callable("init_compensation", init_compensation)
     require_callable("kahan_update_", kahan_update_)
