@@ -26,12 +26,11 @@ Step times come from :func:`step_times`, which times short runs of every recipe 
 (:func:`amp_edu.bench.verdict.speed_verdict`).
 
 A recipe is a name :func:`amp_edu.train.train` accepts, or a zero-argument factory returning an
-:class:`amp_edu.recipes.Recipe` (a class works), called afresh for every run (every name there
-is lives in :data:`amp_edu.recipes.RECIPES`). :data:`STUDIED` is the everyday set;
-:data:`PRECISION_RECIPES` adds the ones where precision visibly matters: pure bf16 and fp16
-weights (updates below 2^-9 / 2^-12 of a weight round away, so small steps stall) and fp16
-autocast *without* a scaler (:class:`AmpWithoutScaler`), next to AMP bf16, whose fp32
-weights take every update.
+:class:`amp_edu.recipes.Recipe` (a class works), called afresh for every run. Without a list, a
+study runs the registry's everyday set, read when it is called (``amp_edu.recipes.names("everyday")``);
+``names("precision")`` is the set where precision visibly matters: pure bf16 and fp16 weights
+(updates below about half an ulp of a weight round away, so small steps stall) and fp16 autocast
+*without* a scaler (``amp_fp16_noscaler``), next to AMP bf16, whose fp32 weights take every update.
 """
 
 from __future__ import annotations
@@ -52,15 +51,12 @@ from .train import parse_recipe, train
 from .validate import check_int
 from .viz import color_for
 
-__all__ = ["STUDIED", "RECIPES", "PRECISION_RECIPES", "METRICS", "num_threads", "Study", "run_study",
+__all__ = ["METRICS", "num_threads", "Study", "run_study",
            "smooth", "stats", "summary", "Paired", "paired_test", "P_CLEAR", "P_HINT", "Comparison",
            "compare_to_baseline", "verdict", "step_times", "time_verdict",
            "plot_curves", "plot_finals"]
 
 
-STUDIED = registry.names("everyday")
-RECIPES = STUDIED
-PRECISION_RECIPES = registry.names("precision")
 METRICS = {"eval_loss": "held-out loss", "eval_accuracy": "held-out accuracy", "train_loss": "training loss"}
 _HIGHER_IS_BETTER = {"eval_loss": False, "eval_accuracy": True, "train_loss": False}
 
@@ -123,7 +119,6 @@ def smooth(values, window: int = 10) -> list[float]:
     return out
 
 
-_smooth = smooth   # the old private name, which lesson 08 used
 
 
 def _recipe_specs(recipes) -> dict:

@@ -240,7 +240,6 @@ def test_smooth_is_a_trailing_mean_that_keeps_nan_visible():
     assert study.smooth([1.0, 3.0, 5.0, 7.0], window=2) == [1.0, 2.0, 4.0, 6.0]
     out = study.smooth([1.0, math.nan, 1.0, 1.0], window=2)
     assert out[0] == 1.0 and math.isnan(out[1]) and math.isnan(out[2]) and out[3] == 1.0
-    assert study._smooth is study.smooth          # the old name still works
     with pytest.raises(ValueError, match="window"):
         study.smooth([1.0], window=0)
     with pytest.raises(TypeError, match="window"):
