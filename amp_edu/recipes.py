@@ -402,8 +402,9 @@ class Entry:
 
 _REGISTRY: dict[str, Entry] = {}
 #: Modules that register recipes of their own (imported by the first registry query, so
-#: ``train(task, model, "fp8_rowwise")`` works without importing :mod:`amp_edu.fp8` first).
-RECIPE_MODULES = ("amp_edu.fp8",)
+#: ``train(task, model, "fp8_rowwise")`` works without importing :mod:`amp_edu.fp8` first):
+#: lesson 10's fp8 recipes and lesson 12's optimizer-precision recipes.
+RECIPE_MODULES = ("amp_edu.fp8", "amp_edu.optim")
 _loaded = False
 
 

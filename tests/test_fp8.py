@@ -11,7 +11,7 @@ import pytest
 import torch
 from torch import nn
 
-from amp_edu import fp8
+from amp_edu import fp8, recipes
 from amp_edu.fp8 import blocks, mx
 from amp_edu.fp8.reference import import_torchao
 
@@ -151,7 +151,7 @@ def test_config_recipes_fill_defaults_and_match_torchao_layout():
     t = fp8.Float8LinearConfig()
     assert t.grad_output.dtype == t.grad_output_for_grad_weight.dtype == E5 and t.input.dtype == E4
     assert fp8.recipe_names()[:3] == ("tensorwise", "rowwise", "rowwise_with_gw_hp")
-    assert fp8.fp8_recipes() == tuple("fp8_" + n for n in fp8.recipe_names())
+    assert recipes.names(family=recipes.Family.FP8) == tuple("fp8_" + n for n in fp8.recipe_names())
     with pytest.raises(Exception):                   # frozen
         t.power_of_2 = True
 
@@ -449,7 +449,7 @@ def test_mx_bad_input():
 
 
 # --- training recipes ------------------------------------------------------------------------------
-@pytest.mark.parametrize("name", fp8.fp8_recipes())
+@pytest.mark.parametrize("name", recipes.names(family=recipes.Family.FP8))
 def test_fp8_recipes_train_through_amp_edu_train(name):
     from amp_edu.data import get_task
     from amp_edu.models import build

@@ -8,8 +8,8 @@ import torch
 
 from amp_edu.device import num_threads
 
-from amp_edu import data, train
-from amp_edu.optim import (AdamW, OPTIM_RECIPES, QuantizedState, dynamic_map, footprint, kahan_add_, linear_map,
+from amp_edu import data, recipes, train
+from amp_edu.optim import (AdamW, QuantizedState, dynamic_map, footprint, kahan_add_, linear_map,
                            nearest_code, round_up_probability, stochastic_round, compensation_like)
 from amp_edu.optim import adamw as adamw_mod
 from amp_edu.optim.updates import record_updates, replay
@@ -177,7 +177,7 @@ def test_small_tensors_keep_unquantized_states():
 
 def test_recipes_registered_and_train():
     task = data.get_task("blobs")
-    for name in OPTIM_RECIPES:
+    for name in recipes.names(family=recipes.Family.OPTIMIZER):
         rec = parse_recipe(name)
         assert rec.name == name
         h = train.train(task, "mlp", name, steps=3, optimizer="adamw", lr=1e-3, eval_every=0)

@@ -33,7 +33,7 @@ def test_a_revision_is_its_own_package(tmp_path, monkeypatch):
         import amp_edu.autocast
         assert pkg.autocast is not amp_edu.autocast.autocast          # a separate copy
         assert Path(pkg.__file__).is_relative_to(tmp_path)
-        assert scaler.GradScaler.__module__ == "amp_rev_test.scaler"
+        assert scaler.GradScaler.__module__.startswith("amp_rev_test.scaler")     # the copy's own class
     finally:
         for name in [m for m in sys.modules if m.startswith("amp_rev_test")]:
             del sys.modules[name]

@@ -26,12 +26,12 @@ from .convert import convert_to_float8_training
 from .delayed import AmaxHistory, delayed_scale, reduce_amax, update_amax_history
 from .gemm import scaled_mm
 from .linear import Float8Linear
-from .training import Fp8, fp8_recipes, keep_head
+from .training import Fp8, keep_head
 from .scaling import EPS, amax, amax_to_scale, fp8_max, round_down_to_power_of_2, tensor_to_scale
 
 __all__ = [
     "Float8Linear", "convert_to_float8_training", "Float8LinearConfig", "CastConfig", "Granularity",
-    "ScalingType", "get_config", "recipe_names", "fp8_recipes", "Fp8", "keep_head",
+    "ScalingType", "get_config", "recipe_names", "Fp8", "keep_head",
     "Float8Tensor", "cast_to_float8", "quantize_dequantize", "to_fp8_saturated", "scaled_mm",
     "AmaxHistory", "delayed_scale", "reduce_amax", "update_amax_history",
     "EPS", "amax", "amax_to_scale", "fp8_max", "round_down_to_power_of_2", "tensor_to_scale",

@@ -2,7 +2,8 @@
 
 Every name of :func:`~amp_edu.fp8.config.recipe_names` is registered as ``fp8_<name>``
 (``fp8_tensorwise``, ``fp8_rowwise``, ``fp8_rowwise_with_gw_hp``, ``fp8_delayed``): the list
-lives in :mod:`~amp_edu.fp8.config` only, and :func:`fp8_recipes` reads it at call time. Each
+lives in :mod:`~amp_edu.fp8.config` only; the training names are
+``amp_edu.recipes.names(family=Family.FP8)``, read from the registry at call time. Each
 keeps the weights in float32 (the master copy the optimizer updates, as every recipe of this
 course does) and swaps the model's ``nn.Linear`` layers for fp8 ones with
 :func:`~amp_edu.fp8.convert.convert_to_float8_training` before the optimizer is built. The output
@@ -22,14 +23,9 @@ from ..recipes import Family, Recipe, register
 from .config import Float8LinearConfig, recipe_names
 from .convert import convert_to_float8_training
 
-__all__ = ["Fp8", "fp8_recipes", "keep_head"]
+__all__ = ["Fp8", "keep_head"]
 
 PREFIX = "fp8_"
-
-
-def fp8_recipes() -> tuple[str, ...]:
-    """The training-recipe names of the fp8 recipes: ``fp8_`` + each of :func:`recipe_names`."""
-    return tuple(PREFIX + n for n in recipe_names())
 
 
 def keep_head(module: nn.Module, fqn: str) -> bool:

@@ -19,7 +19,8 @@ module            concept
                   ``states_4bit``, ``states_fp8`` for :func:`amp_edu.train.train` and the studies
 ================  ==========================================================================
 
-Importing this package registers the recipes (:data:`OPTIM_RECIPES`).
+Importing this package registers the recipes (``amp_edu.recipes.names(family=Family.OPTIMIZER)``;
+the registry imports it on first use).
 """
 
 from .adamw import ROUNDINGS, STATES, AdamW
@@ -27,10 +28,10 @@ from .blockwise import BLOCK_SIZES, KINDS, QuantizedState
 from .kahan import compensation_like, kahan_add_
 from .memory import Footprint, footprint, tensor_bytes
 from .qmaps import dynamic_map, linear_map, nearest_code
-from .recipes import OPTIM_RECIPES, Bf16Weights, QuantizedStates
+from .recipes import Bf16Weights, QuantizedStates
 from .stochastic import random_bits, round_up_probability, stochastic_round
 
 __all__ = ["AdamW", "ROUNDINGS", "STATES", "QuantizedState", "KINDS", "BLOCK_SIZES", "compensation_like",
            "kahan_add_", "Footprint", "footprint", "tensor_bytes", "dynamic_map", "linear_map", "nearest_code",
-           "OPTIM_RECIPES", "Bf16Weights", "QuantizedStates", "random_bits", "round_up_probability",
+           "Bf16Weights", "QuantizedStates", "random_bits", "round_up_probability",
            "stochastic_round"]

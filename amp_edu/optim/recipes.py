@@ -30,10 +30,10 @@ from __future__ import annotations
 
 import torch
 
-from ..recipes import Pure, Recipe, register
+from ..recipes import Family, Pure, Recipe, register
 from .adamw import AdamW
 
-__all__ = ["OptimRecipe", "Bf16Weights", "QuantizedStates", "OPTIM_RECIPES", "adam_settings"]
+__all__ = ["OptimRecipe", "Bf16Weights", "QuantizedStates", "adam_settings"]
 
 
 def adam_settings(opt: torch.optim.Optimizer) -> dict:
@@ -51,6 +51,8 @@ def adam_settings(opt: torch.optim.Optimizer) -> dict:
 class OptimRecipe(Recipe):
     """Mixin of the two families: build the run's Adam/AdamW, then replace it by :class:`AdamW`
     with the same settings and this recipe's ``states`` / ``rounding``."""
+
+    family = Family.OPTIMIZER
 
     states = "param"
     rounding = "nearest"
@@ -79,8 +81,6 @@ class QuantizedStates(OptimRecipe):
         self.states = states
         self.name = f"states_{states}"
 
-
-OPTIM_RECIPES = ("bf16_nearest", "bf16_stochastic", "bf16_kahan", "states_8bit", "states_4bit", "states_fp8")
 
 for _r in ("nearest", "stochastic", "kahan"):
     register(f"bf16_{_r}", lambda r=_r: Bf16Weights(r))

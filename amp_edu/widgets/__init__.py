@@ -16,3 +16,4 @@ from .loss_scale import LossScaleExplorer, loss_scale_explorer, loss_scale_summa
 from .study import StudyExplorer, study_explorer, study_view  # lesson 08
 from .fp8 import Fp8ScalingExplorer, fp8_scaling_explorer, scaling_errors  # lesson 10
 from .distributed import RankScaleExplorer, rank_scale_explorer, simulate_ranks  # lesson 11
+from .optim import RoundingExplorer, rounding_explorer, rounding_walk  # lesson 12
