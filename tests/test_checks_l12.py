@@ -103,7 +103,7 @@ def makes_fp32(p, comp, update):
     (lambda ps: [torch.zeros_like(p) for p in ps[:2]], good_update, "one compensation buffer per parameter"),
     (good_init, never_fed_back, "never fed back"),
     (good_init, never_refreshed, "left as it was"),
-    (good_init, rebinds, "left as it was"),
+    (good_init, rebinds, "rebinds a local name"),
     (good_init, wrong_sign, "form y = comp"),
     (good_init, makes_fp32, "still bf16"),
     (good_init, lambda p, c, u: (_ for _ in ()).throw(NotImplementedError()), "not done yet"),
@@ -120,3 +120,13 @@ def test_hints_are_distinct():
             l12.check_stochastic_round(fn)
         hints.add(str(e.value).split("hint:")[1])
     assert len(hints) == 5
+
+
+def test_kahan_hints_are_distinct():
+    hints = set()
+    for init, update in ((fp32_for_biases, good_update), (good_init, never_fed_back), (good_init, never_refreshed),
+                         (good_init, wrong_sign)):
+        with pytest.raises(CheckFailed) as e:
+            l12.check_kahan(init, update)
+        hints.add(str(e.value).split("hint:")[1])
+    assert len(hints) == 4

@@ -133,7 +133,8 @@ def _kahan_hint(p0, c0, u, p, c) -> str:
     """Which plausible wrong update, applied to (p0, c0), gives the learner's (p, c)?"""
     nearest = (p0.float() + u).bfloat16()
     if same_bits(p, nearest) and same_bits(c, c0):
-        return ("the weight is rounded to nearest and the compensation is left as it was: write what the "
+        return ("the weight is rounded to nearest and the caller's compensation is left as it was (never "
+                "written, or `comp = ...` inside the function, which only rebinds a local name): write what the "
                 "rounding lost back into comp in place (comp.copy_(y - (new_p.float() - p.float()))), and add "
                 "comp to the next update")
     if same_bits(p, nearest) and same_bits(c, (u - (nearest.float() - p0.float())).bfloat16()):

@@ -15,13 +15,15 @@ One parameter's step, in fp32 whatever the storage (torchao's ``single_param_ada
 The weight update uses the fp32 ``m`` and ``v`` of this step, not their quantized copies; only the
 *next* step sees what quantization kept.
 
-Bit for bit with torchao on a CPU. torchao runs that function through ``torch.compile`` (Inductor
-generates one fused C++ loop), and eager PyTorch differs from the generated code in two places,
-which this module follows so that its eager steps give Inductor's bits:
+Bit for bit with torchao on a CPU. torchao runs that function through ``torch.compile``
+(``adam.py`` line 142; on a CPU Inductor generates one fused C++ kernel per step, two for the 4-bit
+states, whose codes it unpacks first), and eager PyTorch differs from the generated code in two
+places, which this module follows so that its eager steps give Inductor's bits:
 
 * ``lerp``: eager ``torch.lerp`` uses a fused multiply-add; Inductor computes
   ``start + weight * (end - start)`` (for ``weight < 0.5``; ``end + (weight - 1) * (end - start)``
-  above) with a separate multiply and add, rounding twice (``torch/_refs/__init__.py``, ``lerp``).
+  above) with a separate multiply and add, rounding twice (``torch/_refs/__init__.py`` lines
+  5447-5450 in torch 2.13.0, ``lerp``).
 * ``sqrt``: Inductor's vectorised square root is correctly rounded; eager ``torch.sqrt`` on float32
   (AVX-512 build) is not always (the tests count the differences). The square root is taken in
   float64 and rounded to float32, which is the correctly rounded float32 result.

@@ -3,7 +3,8 @@
 Pick the update's size relative to the weight (a power of two) and the number of steps; the plot
 shows where the weight goes when each step is stored by rounding to nearest, stochastically, or
 with Kahan compensation, next to the exact sum. Below half an ulp (2^-9 to 2^-8 of the weight)
-round-to-nearest never moves; the other two follow the exact line. The logic is
+round-to-nearest never moves; the other two follow the exact line (Kahan down to about 2^-17 of
+the weight, where its bf16 buffer starts to lose updates too). The logic is
 :func:`rounding_walk`.
 """
 
