@@ -476,3 +476,38 @@ def test_fate_scale_counts_and_errors():
         formats.fate(1.0, "fp16", scale=0)
     with pytest.raises(TypeError):
         formats.fate(torch.tensor([1]), "fp16")
+
+
+# --- thresholds the grid sets: the lost-update band, the squared-gradient flush ---------------------
+
+@pytest.mark.parametrize("fmt", ["fp16", "bf16", "fp32"])
+def test_lost_update_band_matches_torch_additions(fmt):
+    lo, hi = formats.lost_update_band(fmt)
+    m = FORMATS[fmt].mantissa_bits
+    assert (lo, hi) == (2.0 ** -(m + 2), 2.0 ** -(m + 1))
+    dt = FORMATS[fmt].dtype
+    w = torch.linspace(1.0, 2.0, 257, dtype=torch.float64)[:-1].to(dt)         # one binade of weights
+    w = torch.cat([w, -w, w * 2.0 ** 10, w * 2.0 ** -4])                        # the ratio repeats per binade
+    for sign in (1.0, -1.0):
+        below = (w.double() * lo * (1 - 2 ** -4) * sign).to(dt)                 # just under lo: always lost
+        assert bool(((w + below) == w).all()), (fmt, sign)
+        above = (w.double() * hi * (1 + 2 ** -4) * sign).to(dt)                 # just over hi: always kept
+        assert bool(((w + above) != w).all()), (fmt, sign)
+    mid = (w.double() * (lo * hi) ** 0.5).to(dt)                                # inside the band: it depends
+    kept = (w + mid) != w
+    assert bool(kept.any()) and bool((~kept).any())
+
+
+def test_square_flush_cutoff_is_where_adams_first_v_vanishes():
+    cut = formats.square_flush_cutoff("fp16", 1 - 0.999)
+    assert cut == pytest.approx(math.sqrt(2.0 ** -25 / 0.001))
+    for g, zero in ((cut * 0.99, True), (cut * 1.01, False)):
+        v = torch.zeros(1, dtype=torch.float16)
+        grad = torch.tensor([g], dtype=torch.float16)
+        v.mul_(0.999).addcmul_(grad, grad, value=1 - 0.999)                     # torch.optim.Adam's update of v
+        assert bool(v.item() == 0.0) is zero, g
+    assert formats.square_flush_cutoff("bf16", 0.001) < 1e-18                   # bf16 has fp32's range
+    with pytest.raises(ValueError, match="> 0"):
+        formats.square_flush_cutoff("fp16", 0.0)
+    with pytest.raises(TypeError):
+        formats.square_flush_cutoff("fp16", "0.001")

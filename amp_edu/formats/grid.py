@@ -1,5 +1,8 @@
 """A format's grid of values: the spacing at a magnitude (:func:`ulp`), every value of a small
-format (:func:`representable`), the neighbours of a number, and a rounding accumulator."""
+format (:func:`representable`), the neighbours of a number, a rounding accumulator, and the two
+thresholds the grid sets for training: which updates a weight stored in the format drops
+(:func:`lost_update_band`) and below which gradient a squared gradient flushes to zero
+(:func:`square_flush_cutoff`, Adam's second moment)."""
 
 from __future__ import annotations
 
@@ -8,11 +11,11 @@ import math
 
 import torch
 
-from ..validate import check_int
+from ..validate import check_int, check_number
 from .format import ALL_FORMATS, Format, get
 from .rounding import _as_float, decode
 
-__all__ = ["ulp", "representable", "neighbours", "running_sum"]
+__all__ = ["ulp", "representable", "neighbours", "running_sum", "lost_update_band", "square_flush_cutoff"]
 
 
 def ulp(x, fmt) -> float:
@@ -34,6 +37,43 @@ def ulp(x, fmt) -> float:
         return f.smallest_subnormal
     e = math.frexp(a)[1] - 1            # a = 1.xxx × 2^e
     return 2.0 ** (max(e, f.emin) - f.mantissa_bits)
+
+
+def lost_update_band(fmt) -> tuple[float, float]:
+    """The band of update/weight ratios ``(lo, hi)`` where a weight stored in ``fmt`` drops updates.
+
+    ``w + u`` rounds back to ``w`` when ``|u|`` is below half the gap to ``w``'s neighbour (an exact
+    half is a tie, decided by the last kept bit). Within a binade ``[2^e, 2^(e+1))`` the gap is
+    ``2^(e-M)``, so half an ulp relative to ``w`` runs from ``2^-(M+1)`` (``w = 2^e``) down to just
+    over ``2^-(M+2)`` (``w`` just below ``2^(e+1)``); and just below ``w = 2^e`` the gap is half as
+    wide, so a *downward* update there is already kept above ``2^-(M+2)``. Hence, for any normal
+    weight:
+
+    * ``|u| < lo·|w|`` with ``lo = 2^-(M+2) = eps/4``: the update is lost, wherever ``w`` sits;
+    * ``|u| > hi·|w|`` with ``hi = 2^-(M+1) = eps/2``: it always changes ``w``;
+    * in between it depends on where ``w`` sits in its binade.
+
+    fp16 (M = 10): ``(2^-12, 2^-11)``; bf16 (M = 7): ``(2^-9, 2^-8)``; fp32 (M = 23):
+    ``(2^-25, 2^-24)``. Subnormal weights have a fixed gap, so there the ratio grows as ``w``
+    shrinks; the band is for normal weights.
+    """
+    f = get(fmt)
+    return f.eps / 4, f.eps / 2
+
+
+def square_flush_cutoff(fmt, weight: float = 1.0) -> float:
+    """The ``|g|`` below which ``weight · g²`` stored in ``fmt`` is 0.
+
+    A value rounds to 0 when its magnitude is at most half the smallest subnormal (below it it is
+    nearer 0; exactly half is a tie that goes to the even neighbour, 0). So the cut-off is
+    ``sqrt(smallest_subnormal / 2 / weight)``. With ``weight = 1 - beta2`` (0.001 for Adam's
+    default ``beta2 = 0.999``) it is where Adam's first second-moment estimate ``(1 - beta2)·g²``
+    vanishes in fp16: ``sqrt(2^-25 / 0.001) ≈ 5.5e-3``. (Rounding ``weight · g`` before the second
+    multiply, as an op-by-op fp16 computation does, moves the edge by at most a few ulps.)
+    """
+    f = get(fmt)
+    weight = check_number(weight, "weight", positive=True)
+    return math.sqrt(f.smallest_subnormal / 2 / weight)
 
 
 @functools.lru_cache(maxsize=None)
