@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import os
 import platform
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 
 import torch
@@ -102,9 +103,10 @@ def num_threads(n: int | None):
 # ("AVX512_CORE"), where it converts to fp32 inside and runs at about 0.8× fp32; with
 # AVX512_BF16 (or Intel's AMX on top) it multiplies bf16 directly and beats fp32 several times;
 # below AVX512_CORE torch falls back to a loop ~1/100-1/150 of fp32. Those classes were measured
-# with the course's bench (amp_edu/reference/), so :func:`cpu_class` reads the instruction set
-# from ``/proc/cpuinfo`` (x86 ``flags``, ARM ``Features``) or macOS ``sysctl`` only to tell them
-# apart, and says "not measured" where the course has no measurement.
+# with the course's bench (amp_edu/reference/), so :func:`cpu_class` reads the instruction set —
+# from torch's ``torch.cpu.get_capabilities()`` where it exists, else from ``/proc/cpuinfo`` (x86
+# ``flags``, ARM ``Features``) or macOS ``sysctl`` — only to tell them apart, and says "not
+# measured" where the course has no measurement.
 
 # oneDNN's ISA names and bit masks (torch/include/oneapi/dnnl/dnnl_types.h:2941-3007 in torch
 # 2.13.0): an ISA is allowed under a limit L when its mask is a subset of L's mask, which is the
@@ -203,8 +205,41 @@ def parse_sysctl(text: str) -> CpuFeatures:
     return CpuFeatures("arm" if arm else "x86", frozenset(flags), model, "sysctl", apple=arm)
 
 
+# torch.cpu.get_capabilities() (torch/cpu/__init__.py:35-78 in torch 2.13.0, read by cpuinfo at
+# run time) names a few features differently from Linux; everything else has the Linux name
+_TORCH_TO_LINUX = {"avx512_f": ("avx512f",), "avx512_bw": ("avx512bw",), "avx512_vl": ("avx512vl",),
+                   "avx512_dq": ("avx512dq",), "avx512_cd": ("avx512cd",),
+                   "neon": ("asimd",), "fp16_arith": ("fphp", "asimdhp"), "sve_bf16": ("svebf16",)}
+
+
+def parse_torch_capabilities(caps) -> CpuFeatures:
+    """Read the mapping ``torch.cpu.get_capabilities()`` returns (``{feature: bool, ...,
+    "architecture": "x86_64" | "aarch64" | ..., "cpu_name": ...}``) into Linux feature names."""
+    if not isinstance(caps, Mapping):
+        raise TypeError(f"caps must be the mapping torch.cpu.get_capabilities() returns, got {type(caps).__name__}")
+    machine = str(caps.get("architecture", "")).lower()
+    arch = ("x86" if machine in ("x86_64", "amd64", "x86", "i686") else
+            "arm" if machine in ("aarch64", "arm64") else "unknown")
+    flags = set()
+    for key, value in caps.items():
+        if value is True:
+            flags.update(_TORCH_TO_LINUX.get(key, (key,)))
+    apple = arch == "arm" and platform.system() == "Darwin"
+    return CpuFeatures(arch, frozenset(flags), str(caps.get("cpu_name", "")), "torch.cpu.get_capabilities()",
+                       apple=apple)
+
+
 def read_cpu_features() -> CpuFeatures:
-    """This machine's features: ``/proc/cpuinfo`` on Linux, ``sysctl`` on macOS, else unknown."""
+    """This machine's features: torch's own answer (``torch.cpu.get_capabilities()``, where this torch has it)
+    where it has one; else ``/proc/cpuinfo`` on Linux, ``sysctl`` on macOS, else unknown."""
+    get = getattr(torch.cpu, "get_capabilities", None)
+    if get is not None:
+        try:
+            f = parse_torch_capabilities(get())
+            if f.arch != "unknown":
+                return f
+        except (RuntimeError, TypeError):
+            pass
     try:
         with open("/proc/cpuinfo") as fh:
             return parse_cpuinfo(fh.read())

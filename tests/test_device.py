@@ -177,3 +177,35 @@ def test_the_rule_follows_torch_under_a_limit(limit):
         pytest.skip(f"this CPU is below {limit}")
     c = device.cpu_class(live, env={"ONEDNN_MAX_CPU_ISA": limit})
     assert _torch_answers({"ONEDNN_MAX_CPU_ISA": limit}) == (c.bf16.supported, c.fp16.supported)
+
+
+def test_torch_capabilities_are_read_first_and_agree_with_cpuinfo():
+    """torch.cpu.get_capabilities() (torch >= 2.9) is asked before /proc/cpuinfo; both give one ISA."""
+    if not hasattr(torch.cpu, "get_capabilities"):
+        pytest.skip("this torch has no torch.cpu.get_capabilities()")
+    live = device.read_cpu_features()
+    assert live.source == "torch.cpu.get_capabilities()"
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        pytest.skip("no /proc/cpuinfo to compare with")
+    proc = device.parse_cpuinfo(text)
+    assert live.arch == proc.arch
+    if proc.arch == "x86":
+        assert device.onednn_isa(live) == device.onednn_isa(proc)
+        assert device.cpu_class(live, env={}).name == device.cpu_class(proc, env={}).name
+
+
+def test_torch_capability_names_become_linux_names():
+    spr = {"architecture": "x86_64", "cpu_name": "Intel Xeon", "avx512_f": True, "avx512_bw": True,
+           "avx512_vl": True, "avx512_dq": True, "avx512_vnni": True, "avx512_bf16": True, "avx512_fp16": True,
+           "amx_tile": True, "amx_int8": True, "amx_bf16": True, "amx_fp16": False, "sse4_1": True,
+           "avx": True, "avx2": True, "l2_cache_size": 2097152}
+    f = device.parse_torch_capabilities(spr)
+    assert (f.arch, f.model, device.onednn_isa(f)) == ("x86", "Intel Xeon", "AVX10_1_512_AMX")
+    assert "amx_fp16" not in f.flags and "l2_cache_size" not in f.flags
+    g3 = device.parse_torch_capabilities({"architecture": "aarch64", "neon": True, "bf16": True, "sve": True,
+                                          "sve_bf16": True, "fp16_arith": True, "i8mm": True})
+    assert g3.arch == "arm" and {"asimd", "bf16", "svebf16", "fphp", "asimdhp"} <= g3.flags
+    with pytest.raises(TypeError, match="get_capabilities"):
+        device.parse_torch_capabilities("avx2")

@@ -150,7 +150,10 @@ def slow_path(dtype: str, dev: DeviceInfo) -> str | None:
     if dtype == "bfloat16" and c is not None and c.bf16.supported is False:
         return f"slow path: {c.name} class has no oneDNN bf16 path (below AVX512_CORE), so bf16 matmul is emulated"
     if dtype == "float8_e4m3fn":
-        return "slow path: a CPU has no fp8 matrix units, so torch._scaled_mm is emulated"
+        # aten/src/ATen/native/Blas.cpp, _scaled_mm_out_cpu: oneDNN only with AMX-INT8 and
+        # per-tensor scales; otherwise _scaled_mm_out_cpu_emulated (dequantise, fp32 matmul)
+        return ("slow path: a CPU has no fp8 matrix units, so torch._scaled_mm dequantises to fp32 "
+                "(with AMX-INT8 and per-tensor scales it hands the product to oneDNN)")
     return None
 
 
