@@ -176,7 +176,7 @@ def assert_attacks(by: dict, pre: str) -> None:
     dele = by[f"{pre}_deleted"]
     assert statuses(dele) == {"decode": "error", "fp16_fate": "error"}     # the learner's own CHECK: no row
     assert all("is missing from this notebook" in c.detail for c in dele.checks)
-    assert any("`# CHECK: mine` is not one of this exercise's checks" in n for n in dele.notes)
+    assert any("`# CHECK: mine` is not one of this exercise's checks; run as ordinary code" in n for n in dele.notes)
     for who in ("env", "classmates"):        # found nothing to copy: graded on its own (unsolved) answers
         assert statuses(by[f"{pre}_{who}"]) == {"decode": "fail", "fp16_fate": "fail"}, who
     daemon = by[f"{pre}_daemon"]

@@ -203,9 +203,9 @@ class _Run:
                 ours[i] = name
                 seen.add(name)
             else:
-                why = ("a second copy of" if name in seen else "not one of this exercise's checks:")
-                self.out.notes.append(f"{cell_label(self.nb, i)}: `# CHECK: {name}` is {why} "
-                                      "a course check; run as ordinary code, not graded")
+                what = (f"a second `# CHECK: {name}`" if name in seen
+                        else f"`# CHECK: {name}` is not one of this exercise's checks")
+                self.out.notes.append(f"{cell_label(self.nb, i)}: {what}; run as ordinary code, not graded")
         return ours
 
     def go(self) -> Graded:

@@ -36,11 +36,17 @@ from __future__ import annotations
 import builtins
 import hashlib
 import importlib
+import inspect
 import json
 import os
 import sys
 import types
 from pathlib import Path
+
+# The guard's own builtins, bound when the grader imports this module (before any learner code), so a
+# notebook that patches ``builtins.isinstance`` is reported instead of breaking the snapshot.
+from builtins import (any, callable, dict, getattr, id, isinstance, len, list, map, next,  # noqa: E402,A004
+                      range, sorted, str, type, vars)
 
 HANDLE = "_amp_edu_grader_"          # + a random token: the guard's name in the learner's namespace
 
@@ -73,7 +79,7 @@ def _unwrap(v, library: str, depth: int = 8):
         if not isinstance(v, types.FunctionType):
             break
         inner = v.__dict__.get("__wrapped__")
-        if inner is None or not os.path.realpath(v.__code__.co_filename).startswith(library):
+        if inner is None or not v.__code__.co_filename.startswith(library):
             break
         v = inner
     return v
@@ -98,6 +104,7 @@ class Guard:
         self._modules = {m: importlib.import_module(m) for m in sorted({m for m, _ in checks.values()})}
         self._checks = {name: getattr(self._modules[m], fn) for name, (m, fn) in checks.items()}
         self._keep: list = []           # what a snapshot names stays alive, so no id is reused
+        self._torch_dir: str | None = None
 
     def run(self, name: str, *args):
         """Call the course's check ``name`` on the learner's answer."""
@@ -133,15 +140,22 @@ class Guard:
                         self._add(out, f"{name}.{attr}.{meth}", m)
 
     def _object(self, out: dict, label: str, obj, library: str = "") -> None:
-        """Every watched attribute of ``obj``; ``library``: a folder whose own wrappers are seen
-        through (torch wraps some of its functions when a submodule is first imported:
-        ``torch._dynamo`` replaces ``torch.manual_seed`` by a ``functools.wraps`` wrapper)."""
-        for attr, v in list(vars(obj).items()):
+        """Every watched attribute of ``obj`` — of a class, every one it has, inherited ones too
+        (an override added to ``torch.Tensor`` hides ``TensorBase``'s); ``library``: a folder whose
+        own wrappers are seen through (torch wraps some of its functions when a submodule is first
+        imported: ``torch._dynamo`` replaces ``torch.manual_seed`` by a ``functools.wraps`` wrapper)."""
+        if isinstance(obj, type):
+            items = [(a, inspect.getattr_static(obj, a, None)) for a in dir(obj)]
+        else:
+            items = list(vars(obj).items())
+        for attr, v in items:
             if _watched(v):
                 self._add(out, f"{label}.{attr}", _unwrap(v, library) if library else v)
 
     def snapshot(self) -> str:
-        """Everything a check depends on, as ``{what: identity}`` in JSON (compared by the grader)."""
+        """Everything a check depends on, as ``{what: identity}`` in JSON (compared by the grader).
+        A patch that makes this raise (the JSON encoder calls ``isinstance`` too) is reported by
+        the grader as a failed snapshot: tampered as well."""
         self._keep = []
         out: dict[str, str] = {}
         for name, mod in sorted(sys.modules.items()):
@@ -157,7 +171,9 @@ class Guard:
                 self._add(out, f"builtins.{attr}", v)
         torch = sys.modules.get("torch")
         if torch is not None:
-            lib = os.path.dirname(os.path.realpath(torch.__file__)) + os.sep
+            if self._torch_dir is None:       # found once, in the first (trusted) snapshot
+                self._torch_dir = os.path.dirname(torch.__file__) + os.sep
+            lib = self._torch_dir
             self._object(out, "torch", torch, lib)
             for sub in ("torch.nn.functional", "math", "operator"):
                 if sys.modules.get(sub) is not None:
@@ -202,8 +218,19 @@ def install(shell, token: str, checks: dict[str, tuple[str, str]]) -> Guard:
 def compare(base: dict, now: dict) -> list[str]:
     """What changed between two snapshots, in words (empty when nothing did)."""
     found = []
+    modules = sorted((k[len("sys.modules['"):-len("']")] for k in base if k.startswith("sys.modules['")),
+                     key=len, reverse=True)
+    swapped = {m for m in modules if now.get(f"sys.modules[{m!r}]") != base[f"sys.modules[{m!r}]"]}
+
+    def owner(key: str) -> str | None:          # the module an attribute key belongs to
+        if key.startswith("file "):
+            return key[len("file "):]
+        return next((m for m in modules if key.startswith(m + ".")), None)
+
     for key, was in base.items():
         got = now.get(key)
+        if owner(key) in swapped:
+            continue                     # a module swapped whole: said once, not per function
         if key.startswith("namespace "):
             if got is not None and got.startswith("other"):
                 found.append(f"the notebook rebound `{key.split(' ', 1)[1]}` (to a {got.split(' ', 1)[1]}); "

@@ -14,8 +14,8 @@ defaults fit the course: the slowest exercise or lesson cell takes well under a 
 CPU, and a lesson at default size under three minutes in all (CONTRIBUTING.md), so 300 s per cell
 leaves room for a slow machine without letting a hung cell cost more than five minutes.
 
-pytest's nbval plugin cannot read Python objects: ``pyproject.toml`` repeats ``cell_s`` as
-``--nbval-cell-timeout``, and ``tests/test_grade_limits.py`` checks that the two agree.
+pytest's nbval plugin cannot read Python objects: its ``--nbval-cell-timeout`` is written in
+``pyproject.toml``, and ``tests/test_grade_limits.py`` compares it with ``cell_s``.
 """
 
 from __future__ import annotations
