@@ -445,6 +445,33 @@ def _own_policy(policy: dict) -> bool:
     return policy["cpu"] == "cpu" and policy["cuda"] == "cuda"
 
 
+_set_eval_frame = torch._C._dynamo.eval_frame.set_eval_frame
+
+
+def _not_traced(fn):
+    """``fn`` runs as plain Python even inside ``torch.compile``: what ``torch.compiler.disable``
+    does, without importing dynamo (seconds) for every course import. Dynamo does not inline a
+    function marked ``_torchdynamo_disable`` (torch 2.13 ``torch/_dynamo/symbolic_convert.py``
+    lines 5736-5750: a graph break, then the call runs eagerly), and the call runs with dynamo's
+    frame callback switched off, so no frame inside it is compiled either (``_fn`` of
+    ``DisableContext``, ``torch/_dynamo/eval_frame.py`` lines 1423-1425: ``set_eval_frame(None)``).
+
+    A region's entry and exit change thread-local state, torch's autocast flags and torch's
+    function-mode stack; traced by dynamo and replayed in part around a graph break, they left the
+    mode on torch's stack after the compiled call and crashed the next exit. Run eagerly, the region
+    opens and closes exactly as it does outside ``torch.compile``, and dynamo compiles the ops in
+    between with the mode active (``tests/test_autocast_compile.py``)."""
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        prior = _set_eval_frame(None)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            _set_eval_frame(prior)
+    run._torchdynamo_disable = True
+    return run
+
+
 class autocast:
     """Run a region in mixed precision, casting op by op like ``torch.autocast`` — from scratch.
 
@@ -492,6 +519,7 @@ class autocast:
         self._enabled = enabled
         self._saved: list[tuple] = []   # a stack, so one instance can be re-entered (decorators)
 
+    @_not_traced
     def __enter__(self):
         st, d = _STATE, self.device
         self._saved.append((torch.is_autocast_enabled(d), torch.get_autocast_dtype(d),
@@ -510,6 +538,7 @@ class autocast:
         st.mode.refresh()
         return self
 
+    @_not_traced
     def __exit__(self, exc_type, exc_val, exc_tb):
         st, d = _STATE, self.device
         st.depth -= 1

@@ -17,3 +17,4 @@ from .study import StudyExplorer, study_explorer, study_view  # lesson 08
 from .fp8 import Fp8ScalingExplorer, fp8_scaling_explorer, scaling_errors  # lesson 10
 from .distributed import RankScaleExplorer, rank_scale_explorer, simulate_ranks  # lesson 11
 from .optim import RoundingExplorer, rounding_explorer, rounding_walk  # lesson 12
+from .compile import CastExplorer, cast_explorer, op_graph  # lesson 13
