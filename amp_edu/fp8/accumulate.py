@@ -5,7 +5,7 @@ an fp8 GEMM's error beyond the casts comes from *adding* them up. ``torch._scale
 "accumulate in fp32", but with ``use_fast_accum=True`` (which torchao sets for the forward GEMM,
 ``Float8LinearConfig.gemm_config_output``) Hopper's fp8 Tensor Cores keep only about 14 bits of
 the running sum (DeepSeek-V3 technical report, arXiv:2412.19437, section 3.3.2, measured on
-H800; it reports a relative error near 2% for K = 4096). DeepSeek-V3's fix: every 128 elements
+H800; it reports a maximum relative error of nearly 2% for K = 4096). DeepSeek-V3's fix: every 128 elements
 of K, the partial sum is promoted into a float32 accumulator on the CUDA cores.
 
 :func:`narrow_accumulate_mm` emulates both on a CPU: the running sum is rounded to

@@ -1,8 +1,8 @@
 """Delayed scaling: the scale for this step comes from the amaxes of earlier steps.
 
 Current (dynamic) scaling reads the whole tensor to find its amax *before* casting it: one extra
-pass over memory per cast. Delayed scaling (the FP8 paper, arXiv:2209.05433; Transformer
-Engine's ``DelayedScaling`` recipe) instead keeps, per tensor, a short history of recent amaxes
+pass over memory per cast. Delayed scaling (Transformer Engine's ``DelayedScaling`` recipe)
+instead keeps, per tensor, a short history of recent amaxes
 and casts with a scale computed from it, recording the new amax as a by-product of the cast::
 
     scale_t   = fp8_max / max(history) / 2^margin      (from steps before t)
@@ -21,8 +21,13 @@ This follows Transformer Engine's rule (``transformer_engine/pytorch/quantizatio
 lines 1436-1437)::
 
     scale_0   = 1                                      (no warm start: the first cast uses 1)
-    sf        = fp8_max / amax / 2^margin              (float32; amp_edu divides in float64 and
-                                                        rounds once, which equals a float32 division)
+    sf        = fp8_max / amax / 2^margin              (TE writes fp8_max / amax on a float32
+                                                        tensor, which torch runs as
+                                                        amax.reciprocal() * fp8_max: two roundings,
+                                                        torch/_tensor.py lines 1111-1112; amp_edu
+                                                        divides in float64 and rounds once, like
+                                                        torchao's current scaling, so the scales
+                                                        can differ in their last bit)
     scale_t   = sf   if amax is finite and > 0         (lines 1112-1113)
                 scale_(t-1)  otherwise                 (a zero or NaN/inf amax keeps the old scale)
     scale_t   = float32 max  if sf is inf              (a tiny amax; line 1114)
@@ -31,7 +36,7 @@ So one all-zero step (a dead layer, a masked batch) leaves the scale alone inste
 it up to ``fp8_max / EPS``, after which the next real tensor would saturate completely. With
 ``reduce_amax`` (TE's ``DelayedScaling.reduce_amax``, default True) each new amax is first
 MAX-reduced across the ranks of ``torch.distributed`` (TE's ``reduce_tensor_across_group_op_max``,
-line 650), so every rank casts with the same scale.
+lines 645-653), so every rank casts with the same scale.
 
 Where amp_edu still differs from TE: TE records each amax during the cast and updates every
 history and scale of the autocast region once per step (forward tensors at the next forward,
@@ -75,7 +80,7 @@ def delayed_scale(history: torch.Tensor, fp8_dtype: torch.dtype, scale: torch.Te
         raise TypeError("scale (the previous scale) must be a tensor holding one value")
     a = history.max().to(torch.float32)
     prev = scale.reshape(()).to(torch.float32)
-    sf = (fp8_max(fp8_dtype) / a.double() / 2.0 ** margin).float()   # = an IEEE float32 division
+    sf = (fp8_max(fp8_dtype) / a.double() / 2.0 ** margin).float()   # rounded once (TE: twice)
     sf = torch.where(a > 0, sf, prev)
     sf = torch.where(torch.isfinite(a), sf, prev)
     return torch.where(torch.isinf(sf), torch.full_like(sf, _F32_MAX), sf)

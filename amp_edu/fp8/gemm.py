@@ -9,9 +9,10 @@ Rules the GPU kernel imposes, which :func:`scaled_mm` enforces on every device (
 accepts more; we follow the GPU's so a run that works here works there):
 
 * ``a`` row-major, ``b`` column-major (copied into those layouts when they are not);
-* shapes: ``a``'s K and both of ``b``'s dims divisible by 16 (torch 2.13's CUDA ``_scaled_mm``:
-  "Expected trailing dimension of mat1 to be divisible by 16"; "mat2 shape ... must be
-  divisible by 16"). ``pad_inner_dim=True`` pads K with zeros up to a multiple of 16 instead,
+* shapes: ``a``'s K and both of ``b``'s dims divisible by 16 (torch 2.13's shape rules for
+  ``_scaled_mm``, ``torch/_meta_registrations.py`` lines 6985-7001, applied to every device but
+  the CPU: "Expected self.size(1) to be divisible by 16", "Expected both dimensions of mat2 to be
+  divisible by 16"; the same lines require the row- and column-major layouts). ``pad_inner_dim=True`` pads K with zeros up to a multiple of 16 instead,
   as torchao's ``Float8LinearConfig.pad_inner_dim`` does (``pad_tensor_for_matmul`` in
   ``torchao/float8/float8_utils.py``); zeros add nothing to the sums. ``b``'s N is never padded,
   so it must be a multiple of 16 either way. For a linear layer that means in- and
