@@ -20,6 +20,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))     # tests/labserver.p
 os.environ.setdefault("AMP_EDU_SMOKE", "1")
 
 
+def pytest_configure(config):
+    """nbval's per-cell limit is the grader's (``amp_edu.course.limits.DEFAULT.cell_s``), unless
+    given on the command line: one number for every runner of a notebook."""
+    from amp_edu.course.limits import DEFAULT
+    if getattr(config.option, "nbval_cell_timeout", None) == 2000:      # nbval's own default: not given
+        config.option.nbval_cell_timeout = DEFAULT.cell_s
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.path.suffix == ".ipynb":          # nbval: a notebook's cells

@@ -3,6 +3,7 @@ every lesson with an exercise, read from the lesson list):
 
 * an unfinished answer (``raise NotImplementedError()``, what ``make exercises`` leaves) fails
   with the course's "not done yet" hint, never a traceback or a pass;
+* something that is not a function (a learner who assigned a value) fails saying a function is wanted;
 * every check is called by a check cell of its lesson's solution (so nbval, which runs the
   solutions in the course tier, proves the reference answer passes each one).
 
@@ -31,18 +32,27 @@ def _checks():
                     yield pytest.param(lesson, fn, id=f"{lesson.number:02d}-{name}")
 
 
+def _learner_args(check) -> list:
+    """The check's parameters without defaults: the learner's functions it grades."""
+    return [p for p in inspect.signature(check).parameters.values()
+            if p.default is inspect.Parameter.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+
+
 def _unfinished(*args, **kwargs):
     raise NotImplementedError()
 
 
 @pytest.mark.parametrize("lesson, check", list(_checks()))
 def test_an_unfinished_answer_fails_with_the_not_done_hint(lesson, check):
-    learner_args = [p for p in inspect.signature(check).parameters.values()
-                    if p.default is inspect.Parameter.empty
-                    and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     with pytest.raises(CheckFailed) as e:
-        check(*[_unfinished] * len(learner_args))
+        check(*[_unfinished] * len(_learner_args(check)))
     assert NOT_DONE_HINT in str(e.value), str(e.value)
+
+
+@pytest.mark.parametrize("lesson, check", list(_checks()))
+def test_a_value_instead_of_a_function_fails_saying_so(lesson, check):
+    with pytest.raises(CheckFailed, match="function"):
+        check(*[None] * len(_learner_args(check)))
 
 
 @pytest.mark.parametrize("lesson, check", list(_checks()))

@@ -70,10 +70,3 @@ def test_wrong_largest_batch_fails(wrong, hint):
     with pytest.raises(CheckFailed) as e:
         l07.check_predict_largest_batch(wrong)
     assert "FAIL predict_largest_batch" in str(e.value) and hint in str(e.value)
-
-
-def test_unsolved_exercise_says_so():
-    def todo(*args):
-        raise NotImplementedError()
-    with pytest.raises(CheckFailed, match="not done yet"):
-        l07.check_predict_saved_bytes(todo)
