@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import inspect
-import re
 import tomllib
 from pathlib import Path
 
