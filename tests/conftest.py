@@ -1,10 +1,11 @@
 """Shared fixtures, and the two test tiers.
 
 * **fast** (``pytest -m "not slow"``): the library's unit tests, a few minutes on two cores;
-* **course** (``pytest -m slow``): everything that runs notebooks or servers — nbval over the
-  lessons and solutions, kernels started by the grader, JupyterLab and the browser.
+* **course** (``pytest -m slow``): everything that runs notebooks, servers or other processes, or
+  compiles — nbval over the lessons and solutions, kernels started by the grader, JupyterLab and
+  the browser, multi-rank launches, fresh interpreters, the mutation sweep, Inductor.
 
-nbval's notebook cells are marked ``slow`` here; a test module that starts kernels or servers says
+nbval's notebook cells are marked ``slow`` here; a test module that starts kernels, servers or processes says
 ``pytestmark = pytest.mark.slow`` itself. ``make test`` runs both tiers, fast first.
 """
 

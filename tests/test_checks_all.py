@@ -29,7 +29,9 @@ def _checks():
             module = importlib.import_module(lesson.checks_module)
             for name, fn in inspect.getmembers(module, inspect.isfunction):
                 if name.startswith("check_") and fn.__module__ == module.__name__:
-                    yield pytest.param(lesson, fn, id=f"{lesson.number:02d}-{name}")
+                    # lesson 13's graders compile models with Inductor: seconds each, so course tier
+                    marks = [pytest.mark.slow] if lesson.slug == "compile_and_mixed_precision" else []
+                    yield pytest.param(lesson, fn, id=f"{lesson.number:02d}-{name}", marks=marks)
 
 
 def _learner_args(check) -> list:

@@ -168,6 +168,7 @@ def _torch_answers(env):
     return tuple(v == "True" for v in out)
 
 
+@pytest.mark.slow                # a fresh interpreter per limit
 @pytest.mark.skipif(device.read_cpu_features().arch != "x86", reason="ONEDNN_MAX_CPU_ISA is an x86 switch")
 @pytest.mark.parametrize("limit", ["AVX2", "AVX512_CORE"])
 def test_the_rule_follows_torch_under_a_limit(limit):

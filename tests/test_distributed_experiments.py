@@ -9,6 +9,8 @@ import torch
 
 from amp_edu.distributed import launch, lesson, parity
 
+pytestmark = pytest.mark.slow     # two-rank FSDP2/DDP runs: processes started per test
+
 
 def everything(rank: int, world_size: int, size: dict, ckpt_dir: str) -> dict:
     """The lesson's experiments and every parity case (both scalers, and torch's fused check on

@@ -13,6 +13,8 @@ import pytest
 from amp_edu.distributed import backend_sentence, basics, launch, leftovers, pick_backend
 from amp_edu.distributed.launch import LAST_RUN
 
+pytestmark = pytest.mark.slow     # every test starts rank processes
+
 
 def children() -> set[int]:
     """This process's living descendants (psutil), except multiprocessing's resource tracker,

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow     # mutants run in worker processes
+
 TOOLS = Path(__file__).resolve().parent.parent / "tools"
 OWNED = ["01", "02", "03", "04", "05", "06", "07", "08", "09"]
 

@@ -78,6 +78,7 @@ def test_doctor_runs_from_any_folder_when_installed_without_e(installed, tmp_pat
     assert "torch" in r.stdout.lower() and "Traceback" not in r.stderr
 
 
+@pytest.mark.slow
 def test_authoring_tools_refuse_clearly_without_a_checkout(installed, tmp_path, monkeypatch, capsys):
     r = _run(["-m", "amp_edu", "exercises"], installed, tmp_path)
     assert r.returncode == 2 and "checkout of the course" in r.stderr and "Traceback" not in r.stderr

@@ -229,6 +229,7 @@ def test_a_scaler_with_only_the_five_methods_is_enough():
     assert all(torch.equal(a, b) for a, b in zip(mini.model.parameters(), ref.model.parameters()))
 
 
+@pytest.mark.slow      # a fresh interpreter
 def test_fp8_recipe_names_resolve_without_importing_fp8_first():
     import subprocess
     import sys
