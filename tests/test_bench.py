@@ -536,6 +536,10 @@ def test_class_rows_put_the_learner_beside_each_class():
     assert "your run" in text and "◀ your class" in text and "1/" in text
     with pytest.raises(ValueError, match="float32"):
         classes.class_rows({}, 256, mine=("x", "AVX2", {"bfloat16": mine["bfloat16"]}))
+    # a small ratio with a wide spread: each bound in its own form, never "1/0"
+    assert classes._cell((1 / 148, 1 / 140, 1 / 137)) == "1/140 (1/148–1/137)"
+    assert classes._cell((0.0, 1 / 27, 4.0)) == "1/27 (0–4.00×)"
+    assert classes._cell((1 / 50, 1 / 27, math.inf)) == "1/27 (1/50–∞)"
     with pytest.raises(TypeError, match="dict"):
         classes.class_rows([], 256)
     with pytest.raises(ValueError, match="dtype"):

@@ -16,6 +16,8 @@ rows' interquartile boxes (:func:`amp_edu.bench.report.ratio_range`).
 
 from __future__ import annotations
 
+import math
+
 from ..validate import check_int
 from ..viz import color_for, fig_ax, log2_axis
 from . import report
@@ -86,8 +88,17 @@ def _cell(r) -> str:
     lo, v, hi = r
     if v >= 0.1:
         return report.ratio_text(lo, v, hi)
-    frac = lambda x: f"1/{1 / x:.0f}" if x > 0 else "0"  # noqa: E731
-    return f"{frac(v)} ({frac(lo)}–{frac(hi)})"
+    return f"{_fraction(v)} ({_fraction(lo)}–{_fraction(hi)})"
+
+
+def _fraction(x: float) -> str:
+    """One bound of a small ratio: ``1/148`` below 0.1; a bound of a wide spread can be 0, a
+    ratio of 0.1 or more (``2.50×``) or unbounded (``∞``)."""
+    if x <= 0:
+        return "0"
+    if math.isinf(x):
+        return "∞"
+    return f"1/{1 / x:.0f}" if x < 0.1 else f"{x:.2f}×"
 
 
 def class_table(rows: list[dict], n: int | None = None) -> str:
