@@ -97,6 +97,32 @@ def makes_fp32(p, comp, update):
     p.data = p.float() + update
 
 
+def in_float64(p, comp, update):
+    y = comp.double() + update
+    new = (p.double() + y).bfloat16()
+    comp.copy_(y - (new.double() - p.double()))
+    p.copy_(new)
+
+
+def through_fp16(p, comp, update):
+    y = comp.float() + update
+    new = (p.half() + y).bfloat16()          # bf16 -> fp16 is exact only in fp16's normal range
+    comp.copy_(y - (new.float() - p.float()))
+    p.copy_(new)
+
+
+def leaves_bit_0(x, generator):
+    b = x.view(torch.int32)
+    trunc = b & -65535                         # keeps the lowest bit
+    r = torch.randint(0, 1 << 16, x.shape, generator=generator, dtype=torch.int32)
+    return torch.where(r < (b & 0xFFFF), trunc + 0x10000, trunc).view(torch.float32).bfloat16()
+
+
+def test_a_leftover_low_bit_makes_a_nan_at_the_top_of_the_range():
+    with pytest.raises(CheckFailed, match="0x7F800001, a NaN"):
+        l12.check_stochastic_round(leaves_bit_0)
+
+
 @pytest.mark.parametrize("init,update,phrase", [
     (fp32_for_biases, good_update, "for every parameter"),
     (lambda ps: [torch.ones_like(p) for p in ps], good_update, "start at 0"),
@@ -106,6 +132,8 @@ def makes_fp32(p, comp, update):
     (good_init, rebinds, "rebinds a local name"),
     (good_init, wrong_sign, "form y = comp"),
     (good_init, makes_fp32, "still bf16"),
+    (good_init, in_float64, "form the sums in float32"),
+    (good_init, through_fp16, "form y = comp"),
     (good_init, lambda p, c, u: (_ for _ in ()).throw(NotImplementedError()), "not done yet"),
 ])
 def test_wrong_kahan_fails_with_its_hint(init, update, phrase):

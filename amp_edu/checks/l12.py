@@ -108,14 +108,35 @@ def _check_stochastic_round(fn) -> str:
                        hint="unbiased, but not the course's (and torchao's) random stream: draw exactly "
                             "torch.randint(0, 1 << 16, x.shape, generator=generator, dtype=torch.int32), once, "
                             "and round away from zero where it is < (x.view(torch.int32) & 0xFFFF)")
-    return passed(name, "exact values kept, unbiased at 1/8, 1/2, 3/4 ulp (both signs), bit-identical on the stream")
+    # 4. the top of the range: rounding up the largest float32 carries into the exponent (inf), never a NaN
+    top = torch.tensor([3.4028234663852886e38, -3.4028234663852886e38]).repeat(512)
+    got = _sr(fn, top, 6)
+    _check_type(name, top, got)
+    if bool(got.isnan().any()):
+        raise fail(name, input="±3.4028235e38 (float32's largest), 512 draws each",
+                   expected="bf16's largest (±3.3895e38) or ±inf, never NaN", got=f"{int(got.isnan().sum())} NaN",
+                   hint="clear all 16 low bits before rounding up (bits & -65536, i.e. 0xFFFF0000) and add exactly "
+                        "0x10000: a leftover low bit on 0x7F7F0000 + 0x10000 makes 0x7F800001, a NaN, not inf")
+    return passed(name, "exact values kept, unbiased at 1/8, 1/2, 3/4 ulp (both signs), bit-identical on the "
+                        "stream, no NaN at the top of the range")
 
 
 # --- Kahan ------------------------------------------------------------------------------------------
 def _params():
     g = torch.Generator().manual_seed(7)
     return [torch.randn(48, 32, generator=g).bfloat16(), torch.randn(32, generator=g).bfloat16(),
-            (torch.randn(16, 8, generator=g) * 0.01).bfloat16()]
+            (torch.randn(16, 8, generator=g) * 0.01).bfloat16(),
+            # tiny weights (1e-6): below fp16's normal range, where a detour through fp16 is not exact
+            (torch.randn(64, generator=g) * 1e-6).bfloat16()]
+
+
+def _rounded_twice():
+    """(p, comp, update) where float32 and float64 sums round to different bf16 weights: with p = 1,
+    comp = 2^-8 and update = 2^-24 + 2^-40, y = comp + update is 2^-8 + 2^-24 in float32, so
+    p + y is the bf16 tie 1 + 2^-8 (rounded to even: 1.0); exactly, p + y lies above the tie and
+    rounds up to 1 + 2^-7. The recipe forms its sums in float32."""
+    u = torch.tensor([2.0 ** -24 + 2.0 ** -40, -(2.0 ** -24 + 2.0 ** -40)])
+    return (torch.tensor([1.0, -1.0]).bfloat16(), torch.tensor([2.0 ** -8, -2.0 ** -8]).bfloat16(), u)
 
 
 def _updates(params, steps, seed=8):
@@ -159,9 +180,10 @@ def _check_kahan(init_compensation, kahan_update_) -> str:
     require_callable("kahan_update_", kahan_update_)
     params = _params()
     comps = call_learner("init_compensation", init_compensation, ([p.clone() for p in params],),
-                         input="three bf16 weights (48×32, 32, 16×8)", expected="a list of three zero buffers")
+                         input=f"{len(params)} bf16 weights (48×32, 32, 16×8, 64)",
+                         expected=f"a list of {len(params)} zero buffers")
     if not isinstance(comps, (list, tuple)) or len(comps) != len(params):
-        raise fail("init_compensation", input="three bf16 weights", expected="a list of 3 tensors",
+        raise fail("init_compensation", input=f"{len(params)} bf16 weights", expected=f"a list of {len(params)} tensors",
                    got=comps, hint="return one compensation buffer per parameter, in order")
     for i, (p, c) in enumerate(zip(params, comps)):
         if not isinstance(c, torch.Tensor) or c.shape != p.shape:
@@ -200,6 +222,19 @@ def _check_kahan(init_compensation, kahan_update_) -> str:
             raise fail("kahan_update_", input=f"step {k + 1}, weight {i} (updates below half an ulp)",
                        expected=f"p {_fmt(want_p)}, comp {_fmt(want_c)}",
                        got=f"p {_fmt(mine[i])}, comp {_fmt(my_c[i])}", hint=_kahan_hint(p0, c0, u, mine[i], my_c[i]))
+    p0, c0, u = _rounded_twice()
+    mine_p, mine_c = p0.clone(), c0.clone()
+    shown = "p = [1, -1] (bf16), comp = [2^-8, -2^-8] (bf16), update = ±(2^-24 + 2^-40) (fp32)"
+    call_learner("kahan_update_", kahan_update_, (mine_p, mine_c, u.clone()), input=shown,
+                 expected="p and comp updated in place")
+    want_p, want_c = p0.clone(), c0.clone()
+    kahan_add_(want_p, want_c, u)
+    if not (same_bits(mine_p, want_p) and same_bits(mine_c, want_c)):
+        raise fail("kahan_update_", input=shown,
+                   expected=f"p {_fmt(want_p)}, comp {_fmt(want_c)}", got=f"p {_fmt(mine_p)}, comp {_fmt(mine_c)}",
+                   hint="form the sums in float32 (p.float(), comp.float(), as the update is): comp + update is "
+                        "2^-8 + 2^-24 in float32 and p + y the bf16 tie 1 + 2^-8 (rounded to even: 1.0), while "
+                        "float64 sums lie above the tie and round up. Kahan's recipe rounds through float32")
     kept = sum(float((m.double() - p.double()).abs().sum()) for m, p in zip(mine, params))
     return passed(name, f"{len(params)} bf16 weights, {steps} updates below half an ulp, bit-identical "
                         f"(round-to-nearest would have moved {sum(int((n != p).sum()) for n, p in zip(near, params))} "
