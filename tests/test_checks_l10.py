@@ -143,13 +143,17 @@ def _dvariant(**bad):
             history[1:] = history[:-1].clone()
             history[0] = amax
             new = history
-        else:
+        elif bad.get("no_cast"):
             new = torch.cat([amax.reshape(1), history[:-1]])
+        else:
+            new = torch.cat([amax.reshape(1).to(history.dtype), history[:-1]])
         src = history if bad.get("old_max") else new
         a = src.max().double()
         if bad.get("eps"):                       # the torchao-style floor instead of TE's rule
             a = a.clamp(min=EPS)
-        elif not bad.get("no_keep") and not (torch.isfinite(a) and a > 0):
+        elif bad.get("finite_unchecked") and not a > 0:        # inf > 0: an inf amax gives scale 0
+            return new, scale
+        elif not bad.get("no_keep") and not bad.get("finite_unchecked") and not (torch.isfinite(a) and a > 0):
             return new, scale
         m = torch.finfo(dtype).max
         if bad.get("margin_mul"):
@@ -189,6 +193,8 @@ def test_delayed_float32_division_fails_naming_float64():
     (dict(float64=True), "float32"),
     (dict(inverted=True), "inverted"),
     (dict(e5m2=True), "use the max of"),
+    (dict(no_cast=True), "the history stays torch.float32"),
+    (dict(finite_unchecked=True), "max is inf"),
 ])
 def test_wrong_delayed_fails_with_hint(bad, hint):
     with pytest.raises(CheckFailed) as e:

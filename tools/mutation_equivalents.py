@@ -255,6 +255,24 @@ def _kahan_inputs():
     return cases
 
 
+def _quantize_inputs():
+    """The grader's cases (float32, bf16, zeros, tiny, 3-D; given scales that overflow), and fp16
+    inputs of every size with their extremes."""
+    from amp_edu.checks import l10
+    cases = [((x, dtype) + (() if given is None else (torch.tensor(given, dtype=torch.float32),)), {})
+             for _, x, dtype, given in l10._quantize_cases()]
+    h = torch.tensor([65504.0, -65504.0, 6.1e-5, 6e-8, 1.0, -0.0]).half()
+    cases += [((h, torch.float8_e4m3fn), {}), ((h, torch.float8_e5m2, torch.tensor(3.0)), {})]
+    return cases
+
+
+def _delayed_inputs():
+    """The grader's cases: histories, amaxes (0, NaN, inf, float64), previous scales, margins."""
+    from amp_edu.checks import l10
+    return [((h, a if isinstance(a, torch.Tensor) else torch.tensor(a), torch.tensor(prev, dtype=torch.float32),
+              dtype, margin), {}) for _, h, a, prev, dtype, margin in l10._delayed_cases()]
+
+
 # ------------------------------------------------------------------------------------------------
 # the claims
 
@@ -451,4 +469,17 @@ CLAIMS: list[Claim] = [
             _kahan_inputs,
             (2, "dtype", "p.float()", "p.double()"), (3, "dtype", "new_p.float()", "new_p.double()"),
             (3, "dtype", "p.float()", "p.double()")),
+    *_group("10", "quantize_tensorwise",
+            "x is float32, bf16 or fp16 (at most 24 significant bits) and the scale float32, so their product "
+            "is exact in float64 (48 < 53 bits); torch converts float64 to fp8 through float32, and rounding "
+            "the exact product to float32 is the float32 product itself; the clamp bounds are fp8 values, "
+            "exact in both. Input set: the grader's cases and fp16 extremes",
+            _quantize_inputs,
+            (5, "dtype", "torch.float32", "torch.float64")),
+    *_group("10", "delayed_update",
+            "returning the caller's previous scale tensor itself instead of a copy gives the same value; the "
+            "caller stores the returned scale and never writes into the one it passed (the mutant leaves "
+            "every argument as the original does). Input set: the grader's cases (0, NaN, inf amaxes)",
+            _delayed_inputs,
+            (4, "drop call", "scale.clone()", "scale")),
 ]

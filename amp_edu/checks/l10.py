@@ -168,6 +168,9 @@ def _delayed_cases():
     yield "gradients: e5m2", t(1e-3, 4e-3, 2e-3, 1e-3, 5e-4), 3e-3, 1.4e7, E5, 0
     yield "an all-zero history and amax (a dead layer): keep the scale", t(0.0, 0.0, 0.0), 0.0, 37.0, E4, 0
     yield "a NaN amax (an overflow upstream): keep the scale", t(2.0, 1.0), math.nan, 224.0, E4, 0
+    yield "an inf amax (a tensor that overflowed): keep the scale", t(2.0, 1.0), math.inf, 224.0, E4, 0
+    yield ("an amax computed in float64 (exactly, as quantize_tensorwise does): the history stays float32",
+           t(3.0, 2.0, 1.0), torch.tensor(2.5, dtype=torch.float64), 149.0, E4, 0)
     yield "history of length 1", t(7.0), 3.0, 64.0, E4, 1
     yield "margin 1, e5m2", t(10.0, 200.0, 30.0, 40.0, 50.0, 60.0), 100.0, 143.36, E5, 1
 
@@ -184,6 +187,9 @@ def _delayed_hint(history, amax, prev, dtype, margin, exp, got, h_before) -> str
         return "return tensors: the new history (1-D float32) and the scale (0-dim float32)"
     if new_h.shape != h_before.shape:
         return f"the history keeps its length ({h_before.numel()}): add the new amax and drop the oldest"
+    if new_h.dtype != h_before.dtype:
+        return (f"the history stays {h_before.dtype} (got {new_h.dtype}): cast the amax to the history's dtype "
+                "(amax.reshape(1).to(history.dtype)) before torch.cat, which otherwise promotes the whole history")
     if not torch.equal(new_h, exp_h) and not (torch.isnan(exp_h).any() and torch.equal(
             new_h.nan_to_num(nan=-1.0), exp_h.nan_to_num(nan=-1.0))):
         if torch.equal(new_h, torch.cat([h_before[1:], torch.tensor([amax])])):
@@ -198,7 +204,7 @@ def _delayed_hint(history, amax, prev, dtype, margin, exp, got, h_before) -> str
     m = fp8_max(dtype)
     a = float(exp_h.max())
     if not (math.isfinite(a) and a > 0):
-        what = "0" if a == 0 else "NaN"
+        what = "0" if a == 0 else "inf" if math.isinf(a) else "NaN"
         if s == prev:
             return "keep the previous scale here"
         return (f"the history's max is {what}: no scale can be computed from it, so keep the previous "
@@ -227,7 +233,7 @@ def _delayed_hint(history, amax, prev, dtype, margin, exp, got, h_before) -> str
 
 
 def _reference_delayed(history, amax, prev, dtype, margin):
-    new = update_amax_history(history, torch.tensor(amax, dtype=torch.float32))
+    new = update_amax_history(history, torch.as_tensor(amax, dtype=torch.float32))
     return new, delayed_scale(new, dtype, torch.tensor(prev, dtype=torch.float32), margin)
 
 
@@ -246,13 +252,14 @@ def check_delayed_update(delayed_update) -> None:
         shown = (f"{label}: history={history.tolist()}, amax={amax!r}, scale={prev!r}, fp8_dtype={dtype}, "
                  f"margin={margin}")
         theirs = history.clone()
-        args = (theirs, torch.tensor(amax), torch.tensor(prev, dtype=torch.float32), dtype, margin)
+        given = amax if isinstance(amax, torch.Tensor) else torch.tensor(amax)
+        args = (theirs, given, torch.tensor(prev, dtype=torch.float32), dtype, margin)
         got = call_learner(name, delayed_update, args, input=shown, expected=exp)
         ok = (isinstance(got, tuple) and len(got) == 2 and _same_nan(got[0], exp[0]) and _same(got[1], exp[1])
               and torch.equal(theirs, history))
         if not ok:
             raise fail(name, input=shown, expected=_show_pair(exp, "new_history"),
                        got=_show_pair(got, "new_history"),
-                       hint=_delayed_hint(theirs, amax, prev, dtype, margin, exp, got, history))
+                       hint=_delayed_hint(theirs, float(amax), prev, dtype, margin, exp, got, history))
         n += 1
     passed(name, f"{n} cases")
