@@ -6,7 +6,7 @@ output back, and an autocast cast (``aten._to_copy``) is an op like any other. A
 autograd have run (it sits at the Python dispatch key, below both), so it sees the casts too.
 :func:`count_eager` counts the ops that are kernels (views only re-describe memory and are
 skipped) and the bytes each reads and writes (its tensor inputs and outputs, whole), the same
-accounting Inductor's ``count_bytes`` applies per kernel (:func:`amp_edu.compile.inductor.compiled_bytes`).
+accounting Inductor's ``count_bytes`` applies per kernel (:func:`amp_edu.compile.inductor.run_and_count`).
 """
 
 from __future__ import annotations

@@ -16,9 +16,10 @@ a counter (``get_fused_kernel_name``, torch/_inductor/utils.py lines 898-922). S
 
 Bytes moved: Inductor estimates each kernel's reads and writes when the ``inductor_metrics``
 log is on (``graph.count_bytes()``, torch/_inductor/compile_fx.py lines 1650-1653, added to
-``torch._inductor.metrics.num_bytes_accessed``). :func:`compiled_bytes` switches that log on
-quietly for one fresh compile (the FX graph cache, which would skip the count, is bypassed for it;
-the C++ it builds still comes from Inductor's code cache).
+``torch._inductor.metrics.num_bytes_accessed``). :func:`run_and_count` switches that log on
+quietly while a compiled function's first call compiles it, and returns the output code of that
+same compile, so one compile gives both (the FX graph cache, which would skip the count, is bypassed
+for it; the C++ it builds still comes from Inductor's code cache).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ import torch
 
 from .capture import CAST_OPS
 
-__all__ = ["Kernel", "run_and_get_code", "kernels", "kernel_kind", "kernel_calls", "compiled_bytes", "KINDS"]
+__all__ = ["Kernel", "run_and_get_code", "kernels", "kernel_kind", "kernel_calls", "run_and_count", "KINDS"]
 
 #: what a kernel does, as :func:`kernel_kind` names it
 KINDS = ("cast + compute", "cast only", "compute only", "library call")
@@ -51,7 +52,10 @@ class Kernel:
 
 
 def run_and_get_code(fn: Callable, *args, **kwargs) -> tuple[object, list[str]]:
-    """``torch._inductor.utils.run_and_get_code``: run ``fn`` and return (result, output codes)."""
+    """``torch._inductor.utils.run_and_get_code``: run ``fn`` and return (result, output codes).
+
+    It resets dynamo's caches first (torch/_inductor/utils.py line 2880 in torch 2.13), so ``fn``
+    compiles on this call, and every function compiled before it compiles again on its next call."""
     if not callable(fn):
         raise TypeError(f"fn must be callable, got {type(fn).__name__}")
     from torch._inductor.utils import run_and_get_code as _run
@@ -113,9 +117,11 @@ def kernel_kind(kernel: Kernel) -> str:
     return "cast + compute" if has_cast and has_compute else ("cast only" if has_cast else "compute only")
 
 
-def compiled_bytes(fn: Callable, *args) -> int:
-    """Compile ``fn`` afresh with Inductor, call it on ``args`` and return the bytes its kernels
-    read and write, as Inductor's own metrics count them."""
+def run_and_count(fn: Callable, *args) -> tuple[object, list[str], int]:
+    """Call ``fn`` (a function from ``torch.compile``) and return ``(result, output codes, bytes)``:
+    the output code of each graph this call compiled and the bytes their kernels read and write, as
+    Inductor's own metrics count them. Like :func:`run_and_get_code` it resets dynamo's caches first,
+    so ``fn`` compiles on this call; afterwards it stays compiled for later calls."""
     if not callable(fn):
         raise TypeError(f"fn must be callable, got {type(fn).__name__}")
     from torch._inductor import config, metrics
@@ -125,15 +131,14 @@ def compiled_bytes(fn: Callable, *args) -> int:
     log.propagate, log.disabled = False, False
     handler = logging.NullHandler()
     log.addHandler(handler)
-    torch._dynamo.reset()
     metrics.reset()
     try:
         with config.patch(fx_graph_cache=False), warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            torch.compile(fn)(*args)
-        return int(metrics.num_bytes_accessed)
+            result, codes = run_and_get_code(fn, *args)
+        nbytes = int(metrics.num_bytes_accessed)
     finally:
         log.removeHandler(handler)
         log.setLevel(old[0])
         log.propagate, log.disabled = old[1], old[2]
-        torch._dynamo.reset()
+    return result, codes, nbytes
