@@ -35,6 +35,8 @@ def make(*, sync="sum", compare_one=False, unscale="inv", skip_empty=False, dtyp
                 g.mul_(inv.to(g.dtype))
             elif unscale == "float32_reciprocal":
                 g.mul_(scale.reciprocal())
+            elif unscale == "float64_inverse":
+                g.mul_(scale.double().reciprocal())           # the inverse never rounded to float32
             if per_tensor:
                 dist.all_reduce(found, group=group)
         if sync and not per_tensor:
@@ -69,6 +71,7 @@ def test_max_reduction_is_accepted_too():
     (dict(unscale="divide"), "float32-rounded inverse"),
     (dict(unscale="float64"), "float32-rounded inverse"),
     (dict(unscale="inv_in_grad_dtype"), "rounded to the gradients' dtype (float16) before multiplying"),
+    (dict(unscale="float64_inverse"), "the inverse stayed float64"),
     (dict(dtype="bool"), "float32 tensor of shape (1,)"),
     (dict(shape=()), "float32 tensor of shape (1,)"),
     (dict(check="isinf"), "isfinite"),

@@ -35,6 +35,9 @@ class Claim:
     reason: str
     inputs: Callable[[], list[tuple[tuple, dict]]]    # (args, kwargs) of each call to compare
     nth: int = 1         # the (#n) that --list prints after a repeated mutant
+    # how two outcomes are compared: bit for bit (``identical``), unless the exercise's contract
+    # allows more than one answer and says so here (the reason names the contract)
+    same: Callable[[Any, Any], bool] | None = None
 
 
 def identical(a: Any, b: Any) -> bool:
@@ -81,7 +84,7 @@ def verify(claim: Claim, original: Callable, mutant: Callable) -> tuple[bool, st
     cases = claim.inputs()
     for args, kwargs in cases:
         want, got = outcome(original, args, kwargs), outcome(mutant, args, kwargs)
-        if not identical(want, got):
+        if not (claim.same or identical)(want, got):
             return False, f"differs on args={args!r:.200} kwargs={kwargs!r:.100}: {want[0]!r:.100} vs {got[0]!r:.100}"
     return True, f"identical on {len(cases)} inputs"
 
@@ -273,11 +276,44 @@ def _delayed_inputs():
               dtype, margin), {}) for _, h, a, prev, dtype, margin in l10._delayed_cases()]
 
 
+def _one_rank_group():
+    """The default process group of one gloo rank in this process (made once): all_reduce is then the
+    identity, and unscale_and_sync_(grads, scale, None) runs as on each rank of the grader."""
+    import torch.distributed as dist
+    if not dist.is_initialized():
+        dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+
+
+def _unscale_sync_inputs():
+    """grads of every float dtype (fp16 included), with and without inf/NaN, none at all; scales
+    that are and are not powers of two, tiny, huge; group None (the one-rank default group)."""
+    _one_rank_group()
+    g = torch.Generator().manual_seed(11)
+    grads = [torch.randn(8, generator=g) * 1e3, torch.randn(3, 4, generator=g).half(),
+             torch.randn(5, generator=g).bfloat16(), torch.randn(2, generator=g).double()]
+    bad = [t.clone() for t in grads]
+    bad[1][0, 0] = math.inf
+    cases = []
+    for s in (2.0 ** 16, 3.0, 1.0 / 3.0, 65504.0, 1e-30, 3e38, 7.389):
+        for gs in (grads, bad, []):
+            cases.append((([t.clone() for t in gs], torch.tensor(s, dtype=torch.float32), None), {}))
+    return cases
+
+
+def _same_grads_found_alike(want, got) -> bool:
+    """The exercise's contract (checks/l11.py): the gradients bit for bit, and found_inf a float32
+    tensor of shape (1,) that is nonzero exactly when an inf/NaN was found (its value is a flag)."""
+    (r1, a1, k1), (r2, a2, k2) = want, got
+    return (identical(a1, a2) and identical(k1, k2) and isinstance(r1, torch.Tensor) and isinstance(r2, torch.Tensor)
+            and r1.dtype == r2.dtype and r1.shape == r2.shape and torch.equal(r1 != 0, r2 != 0))
+
+
 # ------------------------------------------------------------------------------------------------
 # the claims
 
-def _group(lesson, function, reason, inputs, *mutants):
-    return [Claim(lesson, function, line, op, orig, repl, reason, inputs) for line, op, orig, repl in mutants]
+def _group(lesson, function, reason, inputs, *mutants, same=None):
+    return [Claim(lesson, function, line, op, orig, repl, reason, inputs, same=same)
+            for line, op, orig, repl in mutants]
 
 
 _LOOPS_FIX_ANY_START = (
@@ -482,4 +518,23 @@ CLAIMS: list[Claim] = [
             "every argument as the original does). Input set: the grader's cases (0, NaN, inf amaxes)",
             _delayed_inputs,
             (4, "drop call", "scale.clone()", "scale")),
+    *_group("11", "unscale_and_sync_",
+            "float32's division is correctly rounded, and rounding the float64 reciprocal of a float32 to "
+            "float32 gives the same value: double rounding is innocuous for +, -, *, / and sqrt when the wider "
+            "format has at least 2p + 2 bits (53 >= 2*24 + 2; S. A. Figueroa, 'When is double rounding "
+            "innocuous?', SIGNUM Newsletter 30(3), 1995). Input set: as above",
+            _unscale_sync_inputs,
+            (1, "dtype", "scale.double()", "scale.float()"), (1, "drop call", "scale.double()", "scale")),
+    *_group("11", "unscale_and_sync_",
+            "torch.zeros without dtype makes torch's default dtype, float32 (the course never changes it). "
+            "Input set: as above",
+            _unscale_sync_inputs,
+            (2, "drop keyword", "torch.zeros(1, dtype=torch.float32)", "torch.zeros(1)")),
+    *_group("11", "unscale_and_sync_",
+            "found_inf is a flag: the exercise asks for it nonzero on every rank exactly when some rank found "
+            "an inf/NaN (SUM or MAX over the ranks both meet that; torch's scalers skip on any nonzero value), "
+            "so 2.0 marks a find as 1.0 does. Compared by that contract: gradients bit for bit, found_inf by "
+            "where it is nonzero. Input set: as above",
+            _unscale_sync_inputs,
+            (5, "constant", "1.0", "2.0"), same=_same_grads_found_alike),
 ]

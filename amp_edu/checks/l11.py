@@ -85,6 +85,9 @@ def _cases():
     # 1/3 rounded to fp16 (0.33325...) is not 1/3 rounded to float32: an inverse cast to the
     # gradients' dtype changes about a third of these products
     yield "fp16 gradients and a scale that is not a power of two (3.0)", [[r(16).half()], [r(16).half()]], 3.0
+    # torch multiplies every dtype by the float32 inverse: a float64 gradient shows whether 1/S was
+    # rounded to float32 (it is the one dtype where a float64 inverse would be used as it is)
+    yield "float64 gradients and a scale that is not a power of two (3.0)", [[r(8).double()], [r(8).double()]], 3.0
     yield "large finite values (a sum overflows, they don't)", [[t([3.0e38, 3.0e38])], [r(2)]], 1.0
     yield "scale below 1: unscaling overflows a finite value", [[t([1.0e38, 2.0])], [r(2)]], 0.25
 
@@ -189,6 +192,10 @@ def check_unscale_and_sync(unscale_and_sync_) -> None:
                             f"does; 1/{scale_value:g} in {dtype_name(g0.dtype)} is a different number")
                 elif torch.equal(bits(a), bits(g0 * scale_value)):
                     hint = "you multiplied by the scale S: unscaling multiplies by 1/S"
+                elif g0.dtype == torch.float64 and torch.equal(bits(a), bits(g0.clone().mul_(1.0 / scale_value))):
+                    hint = ("the inverse stayed float64: round it to float32 (inv = scale.double().reciprocal()"
+                            ".float()), as torch's inv_scale is a float32 tensor -- a float64 gradient is multiplied "
+                            f"by the float32 1/{scale_value:g}, which is not the float64 one")
                 elif scale_value != 1.0 and (torch.equal(bits(a), bits(g0 / scale_value)) or torch.equal(
                         bits(a), bits((g0.double() * (1.0 / scale_value)).to(g0.dtype)))):
                     hint = ("multiply by the float32-rounded inverse: inv = scale.double().reciprocal().float() "
