@@ -2,7 +2,7 @@
 
 A weight ``w`` stored in bf16 changes only if ``|w + u|`` rounds to a different bf16 number. With
 round-to-nearest that needs ``|u| >= ulp(w) / 2`` (ties aside): half an ulp is between 2^-9 and
-2^-8 of ``|w|`` (bf16 keeps 8 significant bits), so an update smaller than about 0.2 % of its
+2^-8 of ``|w|`` (bf16 keeps 8 significant bits; ``formats.lost_update_band`` owns the rule), so an update smaller than about 0.2 % of its
 weight is rounded away **every time**, however often it is applied.
 
 :func:`replay` measures what that costs over a run. It records the exact fp32 updates of a real

@@ -2,7 +2,7 @@
 
 Pick the update's size relative to the weight (a power of two) and the number of steps; the plot
 shows where the weight goes when each step is stored by rounding to nearest, stochastically, or
-with Kahan compensation, next to the exact sum. Below half an ulp (2^-9 to 2^-8 of the weight)
+with Kahan compensation, next to the exact sum. Below half an ulp (``formats.lost_update_band("bf16")``: 2^-9 to 2^-8 of the weight)
 round-to-nearest never moves; the other two follow the exact line (Kahan down to about 2^-17 of
 the weight, where its bf16 buffer starts to lose updates too). The logic is
 :func:`rounding_walk`.
@@ -11,11 +11,13 @@ the weight, where its bf16 buffer starts to lose updates too). The logic is
 from __future__ import annotations
 
 import html
+import math
 
 import ipywidgets as W
 import torch
 from matplotlib.figure import Figure
 
+from ..formats import lost_update_band
 from ..optim.kahan import compensation_like, kahan_add_
 from ..optim.stochastic import stochastic_round
 from ..validate import check_int, check_number
@@ -59,7 +61,8 @@ def rounding_walk(log2_ratio: float = -11.0, steps: int = 500, *, weight: float 
 def walk_text(walk: dict, log2_ratio: float) -> str:
     """A sentence per mode: how much of the exact change arrived."""
     change = walk["exact"][-1] - walk["start"]
-    lines = [f"update = weight × 2^{log2_ratio:g}; half an ulp of bf16 at the weight is 2^-9 to 2^-8 of it."]
+    lo, hi = (math.log2(r) for r in lost_update_band("bf16"))
+    lines = [f"update = weight × 2^{log2_ratio:g}; half an ulp of bf16 at the weight is 2^{lo:g} to 2^{hi:g} of it."]
     for m in MODES:
         lines.append(f"{m}: {100 * (walk[m][-1] - walk['start']) / change:.1f}% of the exact change arrived")
     return "<br>".join(html.escape(s) for s in lines)
