@@ -179,7 +179,7 @@ def test_config_checks_in_post_init():
     with pytest.raises(TypeError, match="power_of_2"):
         fp8.Float8LinearConfig(power_of_2=1)
     with pytest.raises(ValueError, match="recipe must be one of"):
-        fp8.Float8LinearConfig.from_recipe_name("mxfp8")
+        fp8.Float8LinearConfig.from_recipe_name("nvfp4")
 
 
 # --- module and conversion -------------------------------------------------------------------------
@@ -188,7 +188,7 @@ def test_convert_filter_and_errors():
     fp8.convert_to_float8_training(m, "tensorwise", module_filter_fn=lambda mod, fqn: fqn != "2.0")
     assert isinstance(m[0], fp8.Float8Linear) and type(m[2][0]) is nn.Linear
     with pytest.raises(ValueError, match="recipe must be one of"):
-        fp8.convert_to_float8_training(nn.Linear(2, 2), "mxfp8")
+        fp8.convert_to_float8_training(nn.Linear(2, 2), "nvfp4")
     with pytest.raises(TypeError, match="nn.Module"):
         fp8.convert_to_float8_training("model")
     with pytest.raises(TypeError, match="module_filter_fn"):
@@ -468,7 +468,7 @@ def test_fp8_recipes_train_through_amp_edu_train(name):
 
 def test_fp8_recipe_rejects_unknown_name():
     with pytest.raises(ValueError, match="fp8_recipe must be"):
-        fp8.Fp8("mxfp8")
+        fp8.Fp8("nvfp4")
 
 
 # --- reduced-precision accumulation ----------------------------------------------------------------
@@ -572,5 +572,46 @@ def test_blockwise_float8_linear_runs_the_block_gemm_in_all_three_gemms():
     assert torch.equal(lin.weight.grad, want_dw)                     # 128x1 tiles along the tokens
     for got, exp in ((y, ref(x)), (xb.grad, xr.grad), (lin.weight.grad, ref.weight.grad)):
         assert float((got - exp).detach().norm() / exp.detach().norm()) < 0.1
-    with pytest.raises(ValueError, match="BLOCKWISE or neither"):
+    with pytest.raises(ValueError, match="BLOCKWISE, both MX or neither"):
         fp8.Float8LinearConfig(input=fp8.CastConfig(granularity=fp8.Granularity.BLOCKWISE))
+
+
+# --- MX granularity: 32-element blocks along K, e8m0 scales (the mxfp8 recipe) ------------------------
+def _mx_rows(t, mode="rceil"):
+    """t's rows cast to MX e4m3 (blocks of 32 along each row, zero-padded) and back."""
+    from amp_edu.fp8.mx import mx_roundtrip
+    k = t.shape[1]
+    return mx_roundtrip(torch.nn.functional.pad(t.float(), (0, -k % 32)), "fp8_e4m3", 32, mode)[:, :k]
+
+
+@pytest.mark.parametrize("mode", ["rceil", "floor"])
+def test_mx_linear_is_its_formula_forward_and_backward(mode):
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(70, 24)                      # K = 70: padded to 96 inside each cast
+    config = fp8.Float8LinearConfig.from_recipe_name("mxfp8", mx_scale_mode=mode)
+    layer = fp8.Float8Linear.from_float(lin, config=config)
+    x = torch.randn(5, 70, requires_grad=True)
+    y = layer(x)
+    w = lin.weight.detach()
+    assert torch.equal(y.detach(), _mx_rows(x.detach(), mode) @ _mx_rows(w, mode).t() + lin.bias.detach())
+    go = torch.randn(5, 24)
+    y.backward(go)
+    # grad_input = dY @ W, blocks along the output features; grad_weight = dY^T @ x, blocks along tokens
+    assert torch.equal(x.grad, _mx_rows(go, mode) @ _mx_rows(w.t(), mode).t())
+    assert torch.equal(lin.weight.grad, _mx_rows(go.t(), mode) @ _mx_rows(x.detach().t(), mode).t())
+    ref = torch.nn.functional.linear(x.detach(), w, lin.bias.detach())
+    assert ((y.detach() - ref).norm() / ref.norm()) < 0.08     # e4m3 elements: a few percent
+
+
+def test_mx_config_checks_and_the_recipe_trains():
+    with pytest.raises(ValueError, match="mx_scale_mode"):
+        fp8.Float8LinearConfig.from_recipe_name("mxfp8", mx_scale_mode="even")
+    mx, block = fp8.CastConfig(granularity=fp8.Granularity.MX), fp8.CastConfig(granularity=fp8.Granularity.BLOCKWISE)
+    with pytest.raises(ValueError, match="both MX"):
+        fp8.Float8LinearConfig(input=mx, weight=block, grad_output=mx)
+    with pytest.raises(ValueError, match="TENSORWISE"):
+        fp8.CastConfig(fp8.ScalingType.DELAYED, fp8.Granularity.MX)
+    from amp_edu import data, train
+    h = train.train(data.get_task("blobs", device="cpu", n=64), "mlp", "fp8_mxfp8", steps=3, batch_size=16,
+                    eval_every=0)
+    assert h.recipe == "fp8_mxfp8" and h.steps == 3 and all(math.isfinite(v) for v in h.loss)

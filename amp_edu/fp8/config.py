@@ -65,6 +65,7 @@ class Granularity(enum.Enum):
     TENSORWISE = "tensorwise"   # one scale for the whole tensor
     AXISWISE = "axiswise"       # one per row (or column): along the GEMM's reduction dim
     BLOCKWISE = "blockwise"     # 1x128 tiles (activations, gradients), 128x128 blocks (weights)
+    MX = "mx"                   # 32 elements along K, an e8m0 (power-of-two) scale each (OCP MX)
 
 
 @dataclass(frozen=True)
@@ -114,7 +115,8 @@ class Float8LinearConfig:
     ``power_of_2``: tensorwise and axiswise scales rounded down to 2^k; ``pad_inner_dim``: pad K to a multiple of 16
     instead of refusing it (see :mod:`~amp_edu.fp8.gemm`); ``history_len`` and ``margin``:
     delayed scaling's amax history and headroom; ``reduce_amax``: delayed amaxes MAX-reduced
-    across ranks (TE's ``DelayedScaling.reduce_amax``).
+    across ranks (TE's ``DelayedScaling.reduce_amax``); ``mx_scale_mode``: how MX casts pick their
+    e8m0 scales, "rceil" (torchao's ``MXFP8Linear`` default) or "floor" (the OCP spec's rule).
     """
 
     input: CastConfig = field(default_factory=CastConfig)
@@ -129,6 +131,7 @@ class Float8LinearConfig:
     history_len: int = 16
     margin: int = 0
     reduce_amax: bool = True
+    mx_scale_mode: str = "rceil"
     name: str = "custom"
 
     def __post_init__(self):
@@ -147,7 +150,8 @@ class Float8LinearConfig:
             if getattr(self, main).dtype != getattr(self, second).dtype:
                 raise ValueError(f"{main} must be cast to the same dtype in both GEMMs that use it, got "
                                  f"{getattr(self, main).dtype} and {getattr(self, second).dtype}")
-        blockwise = lambda c: c.enabled and c.granularity is Granularity.BLOCKWISE  # noqa: E731
+        def blockwise(c):          # BLOCKWISE and MX apply their scales inside the K loop: both or neither
+            return c.granularity if c.enabled and c.granularity in (Granularity.BLOCKWISE, Granularity.MX) else None
         for a, b, gemm in (("input", "weight", "output"),
                            ("grad_output", "weight_for_grad_input", "grad_input"),
                            ("grad_output_for_grad_weight", "input_for_grad_weight", "grad_weight")):
@@ -156,8 +160,8 @@ class Float8LinearConfig:
                 raise ValueError(f"the {gemm} GEMM needs both operands in fp8 or both in high precision "
                                  f"({a}: {ca.scaling_type.name}, {b}: {cb.scaling_type.name})")
             if blockwise(ca) != blockwise(cb):
-                raise ValueError(f"the {gemm} GEMM needs both operands BLOCKWISE or neither: the block-scaled "
-                                 f"GEMM applies both scales per 128-element chunk of K ({a}: "
+                raise ValueError(f"the {gemm} GEMM needs both operands BLOCKWISE, both MX or neither: a "
+                                 f"block-scaled GEMM applies both scales per chunk of K ({a}: "
                                  f"{ca.granularity.name}, {b}: {cb.granularity.name})")
         kinds = {c.scaling_type is ScalingType.DELAYED for c in self.casts().values()}
         if len(kinds) > 1:
@@ -167,6 +171,9 @@ class Float8LinearConfig:
             set_(k, check_bool(getattr(self, k), k))
         set_("history_len", check_int(self.history_len, "history_len", min=1))
         set_("margin", check_int(self.margin, "margin", min=0))
+        from .mx import SCALE_MODES
+        if self.mx_scale_mode not in SCALE_MODES:
+            raise ValueError(f"mx_scale_mode must be one of {SCALE_MODES}, got {self.mx_scale_mode!r}")
         if not isinstance(self.name, str):
             raise TypeError(f"name must be a str, got {type(self.name).__name__}")
 
@@ -217,13 +224,20 @@ def _delayed(**kw):
     return Float8LinearConfig(input=d, weight=d, grad_output=d, name="delayed", **kw)
 
 
+def _mxfp8(**kw):
+    m = CastConfig(granularity=Granularity.MX, dtype=_E4)
+    return Float8LinearConfig(input=m, weight=m, grad_output=m, name="mxfp8", **kw)
+
+
 _RECIPES = {"tensorwise": _tensorwise, "rowwise": _rowwise, "rowwise_with_gw_hp": _rowwise_with_gw_hp,
-            "delayed": _delayed, "blockwise": _blockwise}
+            "delayed": _delayed, "blockwise": _blockwise, "mxfp8": _mxfp8}
 
 
 def recipe_names() -> tuple[str, ...]:
-    """Every named fp8 recipe: torchao's three, Transformer Engine-style ``delayed``, and DeepSeek-V3's
-    ``blockwise`` (TE's ``Float8BlockScaling``: 1×128 / 128×128, e4m3 everywhere, emulated)."""
+    """Every named fp8 recipe: torchao's three, Transformer Engine-style ``delayed``, DeepSeek-V3's
+    ``blockwise`` (TE's ``Float8BlockScaling``: 1×128 / 128×128, e4m3 everywhere, emulated) and
+    ``mxfp8`` (OCP MX: 32-element blocks along K with e8m0 scales, e4m3 everywhere, as torchao's
+    ``MXFP8Linear``; emulated, :mod:`~amp_edu.fp8.mxgemm`)."""
     return tuple(_RECIPES)
 
 

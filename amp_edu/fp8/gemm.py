@@ -47,6 +47,7 @@ import torch
 from .blockgemm import TILE, BlockFloat8, block_cast, block_scaled_mm
 from .cast import Float8Tensor, cast_to_float8
 from .config import CastConfig, Float8LinearConfig, Granularity
+from .mxgemm import MXOperand, mx_cast, mx_mm
 
 __all__ = ["scaled_mm", "is_row_major", "pad_to_16", "GEMM_ALIGNMENT", "cast_operand", "gemm"]
 
@@ -133,13 +134,16 @@ def cast_operand(t: torch.Tensor, cast: CastConfig, config: Float8LinearConfig, 
                  weight: bool = False):
     """``t`` (2-D) cast as ``cast`` says for a GEMM that reduces over ``dim``; or ``t`` itself when
     the cast is disabled. Tensorwise: one scale; axiswise: one per slice along ``dim``;
-    blockwise: 1×128 tiles along ``dim`` (128×128 blocks for a ``weight``)."""
+    blockwise: 1×128 tiles along ``dim`` (128×128 blocks for a ``weight``); MX: 32-element blocks
+    along ``dim`` with e8m0 scales."""
     if not cast.enabled:
         return t
     g = cast.granularity
     if g is Granularity.BLOCKWISE:
         tile = (TILE, TILE) if weight else ((1, TILE) if dim % 2 == 1 else (TILE, 1))
         return block_cast(t, tile, cast.dtype)
+    if g is Granularity.MX:
+        return mx_cast(t, dim % 2, cast.dtype, config.mx_scale_mode)
     axis = dim if g is Granularity.AXISWISE else None
     return cast_to_float8(t, cast.dtype, dim=axis, power_of_2=config.power_of_2)
 
@@ -149,6 +153,8 @@ def gemm(a, b, config: Float8LinearConfig, fast_accum: bool) -> torch.Tensor:
     matmul, or a plain ``torch.mm`` when both were left in high precision."""
     if isinstance(a, BlockFloat8):
         return block_scaled_mm(a, b).to(a.orig_dtype)
+    if isinstance(a, MXOperand):
+        return mx_mm(a, b)
     if isinstance(a, Float8Tensor):
         return scaled_mm(a, b, use_fast_accum=fast_accum, pad_inner_dim=config.pad_inner_dim)
     return torch.mm(a, b)
