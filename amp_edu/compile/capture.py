@@ -12,8 +12,11 @@ Two stages matter for mixed precision:
   the ops; no cast is in it yet.
 * **the ATen graph that Inductor lowers** (:attr:`Captured.forward`, :attr:`Captured.backward`):
   AOTAutograd traces the dynamo graph through the dispatcher, where autocast is applied, with
-  Inductor's decompositions (``aot_autograd(..., decompositions=select_decomp_table())``, the
-  table ``compile_fx`` uses, torch/_inductor/compile_fx.py line 3271). Here every cast is a node
+  Inductor's decompositions (``select_decomp_table()``, the table ``compile_fx`` uses,
+  torch/_inductor/compile_fx.py line 3271) and Inductor's partitioner (``partition_fn``, line
+  2273: its joint-graph passes, then ``min_cut_rematerialization_partition``, handed to
+  ``aot_autograd`` at line 3066), so the forward graph saves for backward what Inductor's would.
+  Here every cast is a node
   (``prims.convert_element_type``), and composite ops such as ``layer_norm``, ``gelu`` and
   ``softmax`` are decomposed into pointwise ops and reductions that upcast a bf16/fp16 input to
   fp32 and round the result back, so the graph says where the math runs in fp32.
@@ -64,6 +67,7 @@ def capture(fn: Callable, *args, backward: bool = False, **kwargs) -> Captured:
     if not isinstance(backward, bool):
         raise TypeError(f"backward must be a bool, got {type(backward).__name__}")
     from torch._dynamo.backends.common import aot_autograd
+    from torch._inductor.compile_fx import partition_fn
     from torch._inductor.decomposition import select_decomp_table
     from functorch.compile import make_boxed_func
 
@@ -85,7 +89,7 @@ def capture(fn: Callable, *args, backward: bool = False, **kwargs) -> Captured:
         torch.compile(fn, backend=dynamo_backend)(*args, **kwargs)
         torch._dynamo.reset()
         aot = aot_autograd(fw_compiler=recorder(out.forward), bw_compiler=recorder(out.backward),
-                           decompositions=select_decomp_table())
+                           decompositions=select_decomp_table(), partition_fn=partition_fn)
         res = torch.compile(fn, backend=aot)(*args, **kwargs)
         if backward:
             first = res if isinstance(res, torch.Tensor) else next(t for t in res if isinstance(t, torch.Tensor))
