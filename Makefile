@@ -48,33 +48,28 @@ test-course: install browser sandbox
 readme: install
 	$(PY) -m amp_edu.course.lessons --write
 
-# tests/test_browser.py opens every lesson in the Debian package's Chromium (never a downloaded
-# browser). Installed here when missing and we are root with apt-get; otherwise the test skips and
-# prints why. A failed install does not stop `make test`.
-browser:
-	@if [ -x /usr/bin/chromium ]; then :; \
+# A system tool the tests need, from Debian's packages: $(call apt_tool,COMMAND,PACKAGE,WHY,WITHOUT)
+# installs PACKAGE with apt-get when COMMAND is missing and we are root (else says WITHOUT); a failed
+# install does not stop `make test`.
+define apt_tool
+	@if command -v $(1) >/dev/null 2>&1; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	  echo "make browser: installing chromium with apt-get (for tests/test_browser.py)"; \
-	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } \
-	    || echo "make browser: apt-get could not install chromium: tests/test_browser.py will skip"; \
+	  echo "make $@: installing $(2) with apt-get ($(3))"; \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(2) >/dev/null; } \
+	    || echo "make $@: apt-get could not install $(2): $(4)"; \
 	else \
-	  echo "make browser: /usr/bin/chromium is missing and cannot be installed here (needs root and apt-get):" \
-	       "tests/test_browser.py will skip"; \
+	  echo "make $@: $(1) is missing and cannot be installed here (needs root and apt-get): $(4)"; \
 	fi
+endef
 
-# `python -m amp_edu grade` runs each learner kernel inside bubblewrap (bwrap) when it can; installed
-# here when missing and we are root with apt-get; otherwise grading warns and runs kernels unsandboxed,
-# and the sandbox tests skip. A failed install does not stop `make test`.
+# tests/test_browser.py opens every lesson in the Debian package's Chromium (never a downloaded browser).
+browser:
+	$(call apt_tool,chromium,chromium,for tests/test_browser.py,tests/test_browser.py will skip)
+
+# `python -m amp_edu grade` runs each learner kernel inside bubblewrap (bwrap) when it can; without it
+# grading warns and runs kernels unsandboxed, and the sandbox tests skip.
 sandbox:
-	@if command -v bwrap >/dev/null 2>&1; then :; \
-	elif [ "$$(uname)" = Linux ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	  echo "make sandbox: installing bubblewrap with apt-get (the grader's sandbox)"; \
-	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; } \
-	    || echo "make sandbox: apt-get could not install bubblewrap: grading will run kernels unsandboxed"; \
-	else \
-	  echo "make sandbox: bwrap is missing and cannot be installed here (needs Linux, root and apt-get):" \
-	       "grading will run kernels unsandboxed, with a warning"; \
-	fi
+	$(call apt_tool,bwrap,bubblewrap,the grader's sandbox,grading will run kernels unsandboxed with a warning)
 
 exercises: install
 	$(PY) -m amp_edu exercises
