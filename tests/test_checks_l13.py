@@ -58,6 +58,16 @@ def nodes_not_names(gm):
     return {n for n in _calls(gm) if comp.op_name(n) in reference(gm)}
 
 
+def bf16_only(gm):
+    return {comp.op_name(n) for n in _calls(gm) if comp.op_name(n) not in comp.CAST_OPS | comp.VIEW_OPS
+            and comp.node_dtype(n) is torch.bfloat16}
+
+
+def with_inputs(gm):                       # placeholders too: a bf16 graph input is not an op
+    return {comp.op_name(n) or n.name for n in gm.graph.nodes if n.op in ("call_function", "placeholder")
+            and (comp.op_name(n) or n.name) not in comp.CAST_OPS | comp.VIEW_OPS and comp.node_dtype(n) in LOW}
+
+
 def test_reference_passes(capsys):
     l13.check_low_precision_ops(reference)
     l13.check_low_precision_ops(comp.low_precision_ops)
@@ -73,6 +83,8 @@ def test_reference_passes(capsys):
     (as_list, "return a set"),
     (qualified, "bare op names"),
     (nodes_not_names, "not nodes"),
+    (bf16_only, "fp16 too"),
+    (with_inputs, "count only call_function nodes"),
 ], ids=lambda v: getattr(v, "__name__", "hint"))
 def test_wrong_readings_fail_with_their_hint(wrong, hint):
     with pytest.raises(CheckFailed) as e:

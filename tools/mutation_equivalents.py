@@ -308,6 +308,20 @@ def _same_grads_found_alike(want, got) -> bool:
             and r1.dtype == r2.dtype and r1.shape == r2.shape and torch.equal(r1 != 0, r2 != 0))
 
 
+def _kernel_names_inputs():
+    """The grader's kernel names (the exercise model's, the lesson block's, the in-place update's) and
+    names Inductor gives CPU kernels for the course's models (casts, norms, softmax, GELU, reductions,
+    counters past 9, library calls)."""
+    from amp_edu.checks import l13
+    names = [k.name for k in l13.exercise_kernels()] + [k.name for k in l13._block_kernels()]
+    names += ["cpp_fused__to_copy_copy_0", "cpp_fused__to_copy_0", "cpp_fused__to_copy_add_1",
+              "cpp_fused_relu_2", "cpp_fused__softmax__to_copy_3", "cpp_fused__to_copy_gelu_4",
+              "cpp_fused_add_mul_sum_5", "cpp_fused__to_copy_native_layer_norm_6", "cpp_fused_exp_7",
+              "cpp_fused__to_copy_mean_pow_rsqrt_18", "cpp_fused__log_softmax__to_copy_nll_loss_forward_21",
+              "cpp_fused__to_copy__to_copy_9", "extern_kernels.mm", "extern_kernels.addmm", "torch.ops.aten.bmm"]
+    return [((names,), {})]
+
+
 # ------------------------------------------------------------------------------------------------
 # the claims
 
@@ -537,4 +551,14 @@ CLAIMS: list[Claim] = [
             "where it is nonzero. Input set: as above",
             _unscale_sync_inputs,
             (5, "constant", "1.0", "2.0"), same=_same_grads_found_alike),
+    *_group("13", "kernel_kinds",
+            "the kind depends only on whether '_to_copy' is among the fused ops and whether anything else is: "
+            "right-stripping the characters of 'cpp_fused_' instead of '_' only trims trailing letters of the "
+            "last op name (never into '_to_copy', which ends in 'y', and never all of another op), replacing "
+            "the cast by '_' leaves underscores that the strip removes at the ends and that are never all that "
+            "is left, and stripping the characters of 'cpp_fused_' from the rest never empties a real op name. "
+            "Input set: the grader's kernels and the CPU kernel names of the course's models",
+            _kernel_names_inputs,
+            (6, "constant", "'_'", "'cpp_fused_'"), (8, "constant", "''", "'_'"),
+            (8, "constant", "'_'", "'cpp_fused_'")),
 ]
