@@ -43,7 +43,7 @@ test-fast: install
 	AMP_EDU_SMOKE=1 $(PY) -m pytest -m "not slow"
 
 test-course: install browser sandbox
-	AMP_EDU_SMOKE=1 $(PY) -m pytest -m slow
+	AMP_EDU_SMOKE=1 $(PY) -m pytest -m slow --durations=25
 
 readme: install
 	$(PY) -m amp_edu.course.lessons --write
