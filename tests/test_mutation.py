@@ -117,6 +117,10 @@ def test_every_mutant_of_every_exercise_is_rejected_or_proven_equivalent():
     records = mutate.sweep(OWNED, timeout_s=20.0, workers=2)
     base = [r for r in records if r["mutant"] == "baseline"]
     assert len(base) == len(OWNED) and all(r["status"] == "passed" for r in base), base
+    limit = {r["lesson"]: r["limit_s"] for r in base}     # RELATIVE_LIMIT x each solution's own time
+    assert all(mutate.FLOOR_S <= v <= 20.0 for v in limit.values()), limit
+    late = [r for r in records if r["status"] == "timeout" and r["seconds"] > limit[r["lesson"]] + 60]
+    assert not late, late                                 # a mutant is stopped at its limit, not later
     bad = [f"{r['lesson']} {r['status']}: {r['mutant']} {r.get('claim', '')} {r['detail'][:200]}"
            for r in records if r["mutant"] != "baseline"
            and (r["status"] in ("survived", "stale") or (r.get("claim") and r["status"] != "equivalent"))]

@@ -16,6 +16,8 @@ writes the wrong answers systematically. For each solution notebook ``solutions/
    process, the function's own check first: a check that fails kills the mutant. Each mutant has
    a time limit (an interval timer inside the worker, and a hard limit after which the parent
    kills the worker and starts a new one), so a mutant that loops or hangs cannot stop the sweep;
+   the limit is a multiple of the time the solution itself took through the checks in the same
+   run (:data:`RELATIVE_LIMIT`), so it follows the machine's speed and load;
 4. reports per exercise: killed, survived, and *equivalent*. A surviving mutant counts as
    equivalent only when ``tools/mutation_equivalents.py`` claims it with a reason and a documented
    input set, and the original and the mutant give identical results (return value and every
@@ -428,6 +430,7 @@ class Runner:
             raise MutantTimeout()
         previous = signal.signal(signal.SIGALRM, alarm)
         name = "(definition)"
+        t0 = time.monotonic()
         try:
             signal.setitimer(signal.ITIMER_REAL, timeout_s)
             ns = self.namespace(replaced)
@@ -445,7 +448,7 @@ class Runner:
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, previous)
-        return {"status": "survived", "by": "", "detail": ""}
+        return {"status": "survived", "by": "", "detail": "", "check_s": round(time.monotonic() - t0, 3)}
 
 
 def worker_main() -> int:
@@ -517,35 +520,49 @@ class Worker:
 # ------------------------------------------------------------------------------------------------
 # the sweep
 
+RELATIVE_LIMIT = 4.0   # a mutant's time limit, in multiples of its solution's time through the same checks
+FLOOR_S = 2.0          # ... but never under this many seconds (timer granularity, a cold cache)
+
+
 def _order(ex: Exercise, function: str) -> list[str]:
     own = ex.own_check.get(function)
     return ([own] if own else []) + [n for _, n in ex.checks if n != own]
 
 
-def sweep(lessons, *, function=None, timeout_s=20.0, workers=2, progress=None) -> list[dict]:
+def sweep(lessons, *, function=None, timeout_s=20.0, workers=2, progress=None,
+          relative=RELATIVE_LIMIT, floor_s=FLOOR_S) -> list[dict]:
     """Run every mutant of the lessons through their checks; return one record per mutant, one
     ``baseline`` record per exercise (the unmutated solution must pass every check) and one record
-    per equivalence claim of these lessons that matched no surviving mutant (a stale claim)."""
-    jobs, found = [], {}
-    for lesson in lessons:
-        ex = load(lesson)
-        jobs.append(({"nb": str(ex.path), "replaced": {}, "order": [n for _, n in ex.checks],
-                      "timeout": timeout_s * 3},
-                     {"lesson": ex.lesson, "function": "(solution)", "mutant": "baseline", "key": None}))
-        for m in mutants(ex, function):
-            jobs.append(({"nb": str(ex.path), "replaced": {str(m.cell): m.source},
-                          "order": _order(ex, m.function), "timeout": timeout_s},
-                         {"lesson": m.lesson, "function": m.function, "mutant": m.describe(), "key": list(m.key)}))
-            found[(m.lesson,) + m.key] = m
+    per equivalence claim of these lessons that matched no surviving mutant (a stale claim).
+
+    The baselines run first. Each exercise's mutants then get a time limit of ``relative`` times
+    the time its solution took through all its checks in this run (at least ``floor_s``, at most
+    ``timeout_s``): a ratio measured side by side on the same machine, so a busy machine stretches
+    both. A mutant still running then (in practice one that loops forever) is a ``timeout``,
+    counted as killed and shown in its own column of :func:`table`."""
+    exs = [load(lesson) for lesson in lessons]
+    base_jobs = [({"nb": str(ex.path), "replaced": {}, "order": [n for _, n in ex.checks], "timeout": timeout_s * 3},
+                  {"lesson": ex.lesson, "function": "(solution)", "mutant": "baseline", "key": None}) for ex in exs]
     pool = [Worker() for _ in range(max(1, workers))]
+    found = {}
     try:
-        records = _dispatch(pool, jobs, progress)
+        records = _dispatch(pool, base_jobs, progress)
+        limit = {r["lesson"]: min(timeout_s, max(floor_s, relative * r.get("check_s", timeout_s))) for r in records}
+        jobs = []
+        for ex in exs:
+            for m in mutants(ex, function):
+                jobs.append(({"nb": str(ex.path), "replaced": {str(m.cell): m.source},
+                              "order": _order(ex, m.function), "timeout": limit[ex.lesson]},
+                             {"lesson": m.lesson, "function": m.function, "mutant": m.describe(), "key": list(m.key)}))
+                found[(m.lesson,) + m.key] = m
+        records += _dispatch(pool, jobs, progress)
     finally:
         for w in pool:
             w.close()
     for r in records:
         if r["mutant"] == "baseline" and r["status"] == "survived":
             r["status"] = "passed"            # the unmutated solution passes every check
+            r["limit_s"] = round(limit[r["lesson"]], 2)     # the time limit its mutants ran under
     return records + apply_claims(records, found, lessons, function)
 
 
@@ -646,7 +663,9 @@ def main(argv=None) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("lessons", nargs="*", help="two-digit lesson numbers (default: every solution notebook)")
     ap.add_argument("--function", help="only the mutants of this answer function")
-    ap.add_argument("--timeout", type=float, default=20.0, help="seconds per mutant (default 20)")
+    ap.add_argument("--timeout", type=float, default=20.0,
+                    help=f"most seconds per mutant (default 20); the limit is {RELATIVE_LIMIT:g}x the solution's "
+                         f"time through the same checks, at least {FLOOR_S:g} s")
     ap.add_argument("--workers", type=int, default=2, help="worker processes (default 2)")
     ap.add_argument("--json", help="write every record here")
     ap.add_argument("--survivors", action="store_true", help="print each surviving mutant")
@@ -690,7 +709,8 @@ def main(argv=None) -> int:
         for r in surv:
             print(f"SURVIVED {r['lesson']} {r['mutant']}")
     print(f"{len(surv)} surviving mutants in {time.monotonic() - t0:.0f} s "
-          f"(timeout {args.timeout:g} s per mutant, {args.workers} workers)")
+          f"(per mutant at most {RELATIVE_LIMIT:g}x its solution's time, {FLOOR_S:g}-{args.timeout:g} s; "
+          f"{args.workers} workers)")
     if args.json:
         Path(args.json).write_text(json.dumps(records, indent=1))
     return 1 if surv or bad else 0
