@@ -45,19 +45,22 @@ format, the constants (``formats.FP16.max`` is 65504) and what storing a value d
 
 The package: :mod:`.format` (the :class:`Format` description, the table, the lookups),
 :mod:`.rounding` (the integer arithmetic), :mod:`.grid` (ulp, representable values, the
-lost-update band and the squared-gradient flush cut-off) and
+lost-update band, the squared-gradient flush cut-off, and :func:`round_to_grid`: nearest or
+stochastic rounding onto a small format's grid by table) and
 :mod:`.fate`; every name is importable from ``amp_edu.formats``.
 """
 
 from .fate import FATES, fate, fate_counts
 from .format import (ALL_FORMATS, BF16, FORMATS, FP4_E2M1, FP8_E4M3, FP8_E5M2, FP8_E8M0, FP16, FP32, MX_FORMATS,
                      OVERFLOW_POLICIES, TF32, Format, dtype_name, get, name_of, short_name)
-from .grid import lost_update_band, neighbours, representable, running_sum, square_flush_cutoff, ulp
+from .grid import (ROUNDINGS, lost_update_band, neighbours, representable, round_to_grid, running_sum,
+                   square_flush_cutoff, ulp)
 from .rounding import Decomposed, decode, decompose, encode, quantize
 
 __all__ = [
     "Format", "FORMATS", "MX_FORMATS", "ALL_FORMATS", "Decomposed", "decompose", "encode", "decode",
     "quantize", "get", "name_of", "dtype_name", "short_name", "ulp", "representable",
-    "neighbours", "running_sum", "lost_update_band", "square_flush_cutoff", "OVERFLOW_POLICIES", "FATES", "fate", "fate_counts",
+    "neighbours", "running_sum", "lost_update_band", "square_flush_cutoff", "ROUNDINGS", "round_to_grid",
+    "OVERFLOW_POLICIES", "FATES", "fate", "fate_counts",
     "FP32", "TF32", "FP16", "BF16", "FP8_E4M3", "FP8_E5M2", "FP8_E8M0", "FP4_E2M1",
 ]

@@ -13,9 +13,10 @@ import torch
 
 from ..validate import check_int, check_number
 from .format import ALL_FORMATS, Format, get
-from .rounding import _as_float, decode
+from .rounding import _as_float, decode, encode
 
-__all__ = ["ulp", "representable", "neighbours", "running_sum", "lost_update_band", "square_flush_cutoff"]
+__all__ = ["ulp", "representable", "neighbours", "running_sum", "lost_update_band", "square_flush_cutoff",
+           "ROUNDINGS", "round_to_grid"]
 
 
 def ulp(x, fmt) -> float:
@@ -130,3 +131,71 @@ def running_sum(x, steps: int, *, acc_dtype: torch.dtype, input_dtype: torch.dty
         acc = acc + inc
         out.append(acc.item())
     return torch.tensor(out, dtype=torch.float64)
+
+
+# --- rounding onto a format's grid with the grid's spacing (nearest-even or stochastic) ---------
+ROUNDINGS = ("nearest", "stochastic")
+
+
+def round_to_grid(x: torch.Tensor, fmt, rounding: str = "nearest", *, generator: torch.Generator | None = None,
+                  rand: torch.Tensor | None = None, bits: int = 53) -> torch.Tensor:
+    """``x`` rounded onto ``fmt``'s grid (a signed format with zero and subnormals: all but
+    e8m0), as float64 values, fast: by the grid's spacing instead of bit fields.
+
+    Between ``2^e`` and ``2^(e+1)`` the grid is the multiples of ``step = 2^(max(e, emin) - M)``
+    (:func:`ulp`), and a value's last mantissa bit is the parity of its multiple, so
+    ``k = |x| / step`` (exact: ``step`` is a power of two) says everything: its integer part is
+    the lower neighbour, its fraction the distance to it. ``x`` is stored as float32 first (as
+    :func:`~amp_edu.formats.quantize` does). Magnitudes beyond ``fmt.max`` saturate to ``±max``
+    ("satfinite", what e2m1 always does and what the fp8 training casts do); inside the range:
+
+    * ``rounding="nearest"``: ``round(k) · step``, ties to the even multiple: the same values as
+      :func:`~amp_edu.formats.quantize` (``tests/test_nvfp4_training.py`` checks every midpoint).
+    * ``rounding="stochastic"``: to one of the two neighbours, *up* with probability
+      ``p = frac(k)``, the fractional distance between them, so the mean over draws is ``x``
+      itself: rounding is unbiased (round-to-nearest is not: every value between two midpoints
+      goes to the same neighbour). The draw is ``bits`` random bits ``r`` per element (``rand``,
+      ints in ``[0, 2^bits)`` of ``x``'s shape, or drawn from ``generator``, which is then
+      required); ``|x|`` rounds up when ``r + floor(p · 2^bits) >= 2^bits``, i.e. with
+      probability ``floor(p · 2^bits) / 2^bits``: "add ``bits`` random bits below the last kept
+      one and truncate". With the default 53 bits the mean is ``x`` to within ``2^-53`` of a
+      step. Blackwell's ``cvt.rs`` instruction takes 8 random bits per element, so its rounding
+      is biased toward zero by up to ``1/256`` of a step: Transformer Engine's software version of
+      it (``stochastic_round_fp4_e2m1``, ``transformer_engine/common/util/ptx.cuh`` lines 526-547
+      at commit d0067d0) adds ``u · step`` with ``u = rbits / 256`` and floors, and ``bits=8``
+      with the same ``rand`` gives its values (the tests check). A value on the grid never moves.
+
+    NaN stays NaN where ``fmt`` has one; a format without NaN (e2m1) raises ``ValueError``.
+    """
+    f = get(fmt)
+    if not isinstance(x, torch.Tensor) or not x.is_floating_point():
+        raise TypeError(f"x must be a floating-point torch.Tensor, got {type(x).__name__}"
+                        + (f" of dtype {x.dtype}" if isinstance(x, torch.Tensor) else ""))
+    if rounding not in ROUNDINGS:
+        raise ValueError(f"rounding must be one of {ROUNDINGS}, got {rounding!r}")
+    if not f.signed or not f.subnormals:
+        raise ValueError(f"round_to_grid needs a signed format with zero and subnormals; got {f.name}")
+    x64 = x.float().double()
+    nan = torch.isnan(x64)
+    if not f.nan and bool(nan.any()):
+        raise ValueError(f"{f.name} has no NaN: a NaN cannot be stored in it; got {int(nan.sum())} NaN value(s)")
+    a = x64.abs().clamp(max=f.max)                                # saturate (also ±inf)
+    e = (a.view(torch.int64) >> 52) - 1023                        # 2^e <= |x| < 2^(e+1) (a float64 exponent)
+    step = ((e.clamp(min=f.emin) - f.mantissa_bits + 1023) << 52).view(torch.float64)   # 2^(e - M), from its bits
+    k = a / step
+    if rounding == "nearest":
+        q = torch.round(k)                                        # ties to even
+    else:
+        bits = check_int(bits, "bits", min=1, max=53)
+        if rand is None:
+            if not isinstance(generator, torch.Generator):
+                raise TypeError("stochastic rounding draws from an explicit generator: pass "
+                                "generator=torch.Generator(...).manual_seed(s) (or rand=)")
+            rand = torch.randint(0, 2 ** bits, x.shape, generator=generator, device=x.device, dtype=torch.int64)
+        elif not isinstance(rand, torch.Tensor) or rand.is_floating_point() or rand.shape != x.shape:
+            raise ValueError(f"rand must be an integer tensor of x's shape {tuple(x.shape)} with values in "
+                             f"[0, 2**{bits})")
+        lo = torch.floor(k)
+        q = lo + (rand.long() + torch.floor((k - lo) * 2.0 ** bits).long() >= 2 ** bits)
+    out = torch.copysign((q * step).clamp(max=f.max), x64)
+    return torch.where(nan, x64, out)
