@@ -106,6 +106,7 @@ class Family(enum.Enum):
     SCALED = "scaled"          # pure fp16 + a constant loss scale
     MASTER = "master"          # fp16 model, fp32 master weights
     FP8 = "fp8"                # fp8 GEMMs in the linear layers (lesson 10)
+    FP4 = "fp4"                # NVFP4 GEMMs in the linear layers, emulated (lesson 10)
     OPTIMIZER = "optimizer"    # low-precision weights or optimizer states (lesson 12)
 
 

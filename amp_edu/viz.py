@@ -29,6 +29,7 @@ FAMILY_PALETTES = {
     Family.SCALED: ("#ff9896",),
     Family.MASTER: ("#9467bd", "#c5b0d5"),
     Family.FP8: ("#8c564b", "#c49c94", "#e377c2", "#f7b6d2", "#5254a3", "#9c9ede"),
+    Family.FP4: ("#637939", "#b5cf6b", "#e7ba52", "#ad494a"),         # nvfp4, _sr, _sr_rht, _te
     Family.OPTIMIZER: ("#17becf", "#9edae5", "#7f7f7f", "#c7c7c7", "#bcbd22", "#dbdb8d", "#393b79"),
 }
 # Every format's name and string aliases (a recipe name wins where both exist: "fp32").

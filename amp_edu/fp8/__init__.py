@@ -17,6 +17,12 @@ The pieces, in the order lesson 10 builds them:
   (16-element e4m3-scaled fp4 blocks), equal to torchao's ``NVFP4Tensor``;
 * :mod:`~amp_edu.fp8.blockgemm`: DeepSeek-V3's block-scaled GEMM, scales applied inside the K loop;
 * :mod:`~amp_edu.fp8.training`: the ``fp8_*`` training recipes for :func:`amp_edu.train.train`;
+* NVFP4 training, Transformer Engine's tricks built from scratch (emulated GEMMs):
+  :func:`amp_edu.formats.round_to_grid` (stochastic rounding onto the e2m1 grid; ``nvfp4_quantize``
+  takes ``rounding="stochastic"`` and ``tile=(16, 16)``), :mod:`~amp_edu.fp8.hadamard` (the 16×16
+  random Hadamard transform), :mod:`~amp_edu.fp8.nvfp4_linear` (:class:`NVFP4Linear`, its three
+  GEMMs and :class:`NVFP4LinearConfig`) and :mod:`~amp_edu.fp8.nvfp4_training` (the ``nvfp4``,
+  ``nvfp4_sr``, ``nvfp4_sr_rht`` and ``nvfp4_te`` recipes, ``Family.FP4``);
 * :mod:`~amp_edu.fp8.reference`: importing torchao (for comparisons) without its CPU noise.
 """
 
@@ -27,11 +33,14 @@ from .delayed import AmaxHistory, delayed_scale, reduce_amax, update_amax_histor
 from .gemm import scaled_mm
 from .linear import Float8Linear
 from .training import Fp8, keep_head
+from .nvfp4_linear import NVFP4Linear, NVFP4LinearConfig, convert_to_nvfp4_training
+from .nvfp4_training import Nvfp4
 from .scaling import EPS, amax, amax_to_scale, fp8_max, round_down_to_power_of_2, tensor_to_scale
 
 __all__ = [
     "Float8Linear", "convert_to_float8_training", "Float8LinearConfig", "CastConfig", "Granularity",
     "ScalingType", "get_config", "recipe_names", "Fp8", "keep_head",
+    "NVFP4Linear", "NVFP4LinearConfig", "convert_to_nvfp4_training", "Nvfp4",
     "Float8Tensor", "cast_to_float8", "quantize_dequantize", "to_fp8_saturated", "scaled_mm",
     "AmaxHistory", "delayed_scale", "reduce_amax", "update_amax_history",
     "EPS", "amax", "amax_to_scale", "fp8_max", "round_down_to_power_of_2", "tensor_to_scale",
