@@ -6,6 +6,7 @@ set a control's ``value`` and assert on what the widget shows, headless.
 
 One module per lesson's widget; this package re-exports them.
 """
+from .setup import MatmulRaceExplorer, matmul_race_explorer  # lesson 00
 from .formats import FormatExplorer, NumberLine, format_explorer, number_line_view  # lesson 01
 from .bench import RooflineExplorer, roofline_explorer  # lesson 06
 from .memory import MemoryExplorer, memory_explorer  # lesson 07

@@ -25,11 +25,14 @@ import base64
 import html
 import io
 import re
+import textwrap
 
 import ipywidgets as W
 from matplotlib.figure import Figure
 
 __all__ = ["Explorer", "figure_png", "show_figure", "snapshot_png"]
+
+WRAP = 120      # characters per line of a static picture: an 8-inch figure at 8-point monospace
 
 
 def figure_png(fig: Figure, dpi: int = 80) -> bytes:
@@ -84,6 +87,7 @@ def snapshot_png(root: W.Widget, dpi: int = 80, max_lines: int = 40) -> bytes:
             label = getattr(w, "description", "") or type(w).__name__
             controls.append(f"{label}: {w.value!r}")
     text = (["controls — " + ", ".join(controls)] if controls else []) + lines[:max_lines]
+    text = [part for line in text for part in (textwrap.wrap(line, WRAP, subsequent_indent="  ") or [""])]
     text_h = 0.22 * len(text) + 0.5
     img_h = sum(4.0 * im.shape[0] / im.shape[1] for im in images)
     fig = Figure(figsize=(8, text_h + img_h))
