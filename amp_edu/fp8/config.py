@@ -116,7 +116,10 @@ class Float8LinearConfig:
     instead of refusing it (see :mod:`~amp_edu.fp8.gemm`); ``history_len`` and ``margin``:
     delayed scaling's amax history and headroom; ``reduce_amax``: delayed amaxes MAX-reduced
     across ranks (TE's ``DelayedScaling.reduce_amax``); ``mx_scale_mode``: how MX casts pick their
-    e8m0 scales, "rceil" (torchao's ``MXFP8Linear`` default) or "floor" (the OCP spec's rule).
+    e8m0 scales, "rceil" (torchao's ``MXFP8Linear`` default) or "floor" (the OCP spec's rule);
+    ``enable_fsdp_float8_all_gather`` (torchao's field of that name): under FSDP2 each rank casts
+    its weight shard to fp8 before the all-gather (:mod:`~amp_edu.fp8.fsdp`), which needs a dynamic
+    tensorwise ``weight`` and ``weight_for_grad_input`` cast (the gathered fp8 weight serves both GEMMs).
     """
 
     input: CastConfig = field(default_factory=CastConfig)
@@ -132,6 +135,7 @@ class Float8LinearConfig:
     margin: int = 0
     reduce_amax: bool = True
     mx_scale_mode: str = "rceil"
+    enable_fsdp_float8_all_gather: bool = False
     name: str = "custom"
 
     def __post_init__(self):
@@ -167,8 +171,17 @@ class Float8LinearConfig:
         if len(kinds) > 1:
             raise ValueError("delayed scaling must be used for all six casts or none (one amax history "
                              "per tensor serves all the GEMMs that use it)")
-        for k in ("fast_accum_output", "power_of_2", "pad_inner_dim", "reduce_amax"):
+        for k in ("fast_accum_output", "power_of_2", "pad_inner_dim", "reduce_amax", "enable_fsdp_float8_all_gather"):
             set_(k, check_bool(getattr(self, k), k))
+        if self.enable_fsdp_float8_all_gather:
+            for k in ("weight", "weight_for_grad_input"):
+                c = getattr(self, k)
+                if c.scaling_type is not ScalingType.DYNAMIC or c.granularity is not Granularity.TENSORWISE:
+                    raise ValueError(
+                        "enable_fsdp_float8_all_gather needs the weight cast DYNAMIC and TENSORWISE in both "
+                        "GEMMs that use it (one scale, agreed across ranks, for the gathered fp8 weight); "
+                        f"got {k}: {c.scaling_type.name} {c.granularity.name}. Accepted: both DYNAMIC TENSORWISE, "
+                        "as in the 'tensorwise' recipe")
         set_("history_len", check_int(self.history_len, "history_len", min=1))
         set_("margin", check_int(self.margin, "margin", min=0))
         from .mx import SCALE_MODES

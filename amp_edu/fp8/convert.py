@@ -11,6 +11,12 @@ tensors. A model that *is* an ``nn.Linear`` is returned converted (not modified 
 :class:`~amp_edu.fp8.config.Float8LinearConfig`, e.g.
 ``Float8LinearConfig.from_recipe_name("delayed", history_len=4, margin=1)``. Keep the first and
 last layers out with the filter, e.g. ``module_filter_fn=lambda m, name: name not in ("embed", "head")``.
+
+For FSDP2's fp8 all-gather pass ``Float8LinearConfig.from_recipe_name("tensorwise",
+enable_fsdp_float8_all_gather=True)``: each converted weight becomes a new ``nn.Parameter`` over the
+same storage, the wrapper whose hooks FSDP2 calls (:mod:`~amp_edu.fp8.fsdp`). Convert before
+``fully_shard``, build the optimizer after both, and call
+:func:`~amp_edu.fp8.fsdp.precompute_float8_dynamic_scale_for_fsdp` after each optimizer step.
 """
 
 from __future__ import annotations

@@ -25,6 +25,12 @@ A config with ``ScalingType.DELAYED`` (Transformer Engine's recipe) takes its pe
 from amax histories instead (:mod:`~amp_edu.fp8.delayed`); then one fp8 cast of ``x`` and of
 ``W`` serves all three GEMMs and backward keeps those 1-byte casts.
 
+With ``enable_fsdp_float8_all_gather`` the weight is a
+:class:`~amp_edu.fp8.fsdp.WeightWithFloat8AllGather`: under FSDP2 each rank casts its shard to fp8
+before the all-gather, and the gathered :class:`~amp_edu.fp8.fsdp.Float8GatheredWeight` is used in
+the output and grad_input GEMMs as it came, not cast again (tensorwise: one scale serves both).
+Without FSDP2 the wrapped weight behaves as the plain one.
+
 The bias is added outside the fp8 GEMM in the output dtype, and under CUDA autocast the input
 is cast to the autocast dtype first, both as torchao does (``torchao/float8/float8_linear.py``);
 with those rules the outputs and the gradients are bit-identical to
@@ -38,9 +44,17 @@ from torch import nn
 
 from .config import Float8LinearConfig, get_config
 from .delayed import AmaxHistory, DelayedMatmul
+from .fsdp import Float8GatheredWeight, float8_all_gather_weight
 from .gemm import cast_operand, gemm
 
 __all__ = ["Float8Linear"]
+
+
+def _cast_weight(weight_t, cast, config, dim):
+    """The weight's fp8 operand: the one FSDP2 gathered in fp8, as it came, or ``weight_t`` cast now."""
+    if isinstance(weight_t, Float8GatheredWeight):
+        return weight_t.fp8
+    return cast_operand(weight_t, cast, config, dim=dim, weight=True)
 
 
 class _Float8Matmul(torch.autograd.Function):
@@ -52,7 +66,7 @@ class _Float8Matmul(torch.autograd.Function):
         ctx.config = c = config
         x2d = input_hp.reshape(-1, input_hp.shape[-1])
         x8 = cast_operand(x2d, c.input, c, dim=1)                        # scales along K: per row of x
-        w8 = cast_operand(weight_t_hp, c.weight, c, dim=0, weight=True)  # ... per output feature of W
+        w8 = _cast_weight(weight_t_hp, c.weight, c, dim=0)               # ... per output feature of W
         out = gemm(x8, w8, c, c.fast_accum_output)
         return out.reshape(*input_hp.shape[:-1], out.shape[-1])
 
@@ -63,7 +77,7 @@ class _Float8Matmul(torch.autograd.Function):
         go = grad_output.reshape(-1, grad_output.shape[-1])
         # grad_input = dY @ W: reduce over output features
         go8 = cast_operand(go, c.grad_output, c, dim=1)
-        w8 = cast_operand(weight_t_hp, c.weight_for_grad_input, c, dim=1, weight=True)
+        w8 = _cast_weight(weight_t_hp, c.weight_for_grad_input, c, dim=1)
         grad_input = gemm(go8, w8.t(), c, False).reshape(*grad_output.shape[:-1], -1)
         # grad_weight = dY.T @ x: reduce over the batch (tokens)
         go8_cols = cast_operand(go, c.grad_output_for_grad_weight, c, dim=0)
@@ -78,7 +92,9 @@ class Float8Linear(nn.Linear):
     ``Float8Linear(in_features, out_features, bias=True, config="tensorwise", device=None,
     dtype=None)``, or :meth:`from_float` to wrap an existing layer's parameters (shared, not
     copied). A delayed config adds three :class:`~amp_edu.fp8.delayed.AmaxHistory` submodules
-    (``amax_input``, ``amax_weight``, ``amax_grad``), saved in the ``state_dict``.
+    (``amax_input``, ``amax_weight``, ``amax_grad``), saved in the ``state_dict``. A config with
+    ``enable_fsdp_float8_all_gather`` wraps the weight for FSDP2's fp8 all-gather (a new
+    ``nn.Parameter`` over the same storage: build the optimizer after converting and sharding).
     """
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True, *,
@@ -91,6 +107,8 @@ class Float8Linear(nn.Linear):
             self.amax_input = AmaxHistory(c.input.dtype, **hist).to(device)
             self.amax_weight = AmaxHistory(c.weight.dtype, **hist).to(device)
             self.amax_grad = AmaxHistory(c.grad_output.dtype, **hist).to(device)
+        if c.enable_fsdp_float8_all_gather:
+            self.weight = float8_all_gather_weight(self.weight, c.weight.dtype, c.power_of_2)
 
     @classmethod
     def from_float(cls, mod: nn.Linear, config="tensorwise") -> "Float8Linear":
@@ -101,7 +119,9 @@ class Float8Linear(nn.Linear):
         if new.config.delayed:                          # the amax buffers live with the weight
             for name in ("amax_input", "amax_weight", "amax_grad"):
                 setattr(new, name, getattr(new, name).to_empty(device=mod.weight.device).reset())
-        new.weight = mod.weight
+        c = new.config
+        new.weight = (float8_all_gather_weight(mod.weight, c.weight.dtype, c.power_of_2)
+                      if c.enable_fsdp_float8_all_gather else mod.weight)
         new.bias = mod.bias
         return new
 
@@ -117,4 +137,5 @@ class Float8Linear(nn.Linear):
         return out
 
     def extra_repr(self) -> str:
-        return f"{super().extra_repr()}, config={self.config.name}"
+        gather = ", fp8 all-gather" if self.config.enable_fsdp_float8_all_gather else ""
+        return f"{super().extra_repr()}, config={self.config.name}{gather}"
