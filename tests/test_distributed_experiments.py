@@ -192,7 +192,8 @@ def test_fsdp2_all_gathers_in_param_dtype_and_reduce_scatters_in_reduce_dtype(ex
 
 def test_torchao_fp8_all_gather_halves_the_bytes_and_precomputed_scales_one_all_reduce(exp):
     f = exp[0]["fsdp"]["fp8"]
-    bf16, fp8, pre = f["bf16 all-gather"], f["fp8 all-gather"], f["fp8 all-gather, precomputed scales"]
+    ao = f["torchao"]            # amp_edu's rows beside it: tests/test_fp8_fsdp_allgather.py
+    bf16, fp8, pre = ao["bf16 all-gather"], ao["fp8 all-gather"], ao["fp8 all-gather, precomputed scales"]
     assert bf16[-1]["fsdp"]["all_gather"]["dtypes"] == ["bfloat16"]
     assert fp8[-1]["fsdp"]["all_gather"]["dtypes"] == ["uint8"]            # fp8 weights + bf16 biases as bytes
     bias = f["numel"] - f["weight_numel"]

@@ -9,7 +9,11 @@ each rank keeps its fp32 gradient shard, which the optimizer applies to its fp32
 
 * :func:`train_policies` trains the same model with several policies and seeds, side by side;
 * :func:`reduce_error` isolates what the reduce dtype does to one gradient;
-* :func:`memory` counts the bytes each rank really keeps, against the unsharded model.
+* :func:`memory` counts the bytes each rank really keeps, against the unsharded model;
+* :func:`collective_bytes` records the dtype and bytes of every all-gather and reduce-scatter;
+* :func:`fp8_all_gather` runs torchao's and amp_edu's fp8 all-gather (:mod:`amp_edu.fp8.fsdp`)
+  side by side, and :func:`fp8_weight_paths` compares the two fp8 casts of the weight (from its
+  bf16 copy, or from the fp32 shard).
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from .launch import current, progress
 from .parity import shard, tiny_mlp
 
 __all__ = ["POLICIES", "policy", "train_policies", "to_study", "reduce_error", "memory", "WIDTHS", "BYTES_WIDTHS",
-           "collective_bytes", "fp8_all_gather"]
+           "collective_bytes", "fp8_all_gather", "fp8_weight_paths", "FP8_VARIANTS", "FP8_LIBRARIES"]
 
 # name -> (param_dtype, reduce_dtype); None: keep the parameter's own dtype (fp32)
 POLICIES = {"bf16/bf16": (torch.bfloat16, torch.bfloat16), "bf16/fp32": (torch.bfloat16, torch.float32),
@@ -262,39 +266,74 @@ def collective_bytes(rank: int, world_size: int, policies=tuple(POLICIES), batch
     return out
 
 
-def fp8_all_gather(rank: int, world_size: int, steps: int = 3, batch: int = 32) -> dict:
-    """torchao's float8 training under FSDP2 (``bf16/fp32`` policy), its weights all-gathered in
-    bf16 (``enable_fsdp_float8_all_gather=False``) or in fp8 (``True``), the fp8 variant with and
-    without ``precompute_float8_dynamic_scale_for_fsdp`` after each optimizer step. Per variant
-    and step: FSDP2's collectives (:func:`.wire.count_collectives`), the calls
-    ``CommDebugMode`` counts (it also sees the amax all-reduces torchao issues through functional
-    collectives) and the loss. All variants train the same model on the same batches.
-    Where torchao does not import or cannot run here: ``{"error": why}``."""
-    from ..fp8.reference import import_torchao
-    status = import_torchao("torchao.float8")          # its CPU-only CUDA-extension notices filtered
-    if not status:
-        return {"error": status.error}
-    try:
-        return _fp8_all_gather(steps, batch, rank)
-    except Exception as exc:  # noqa: BLE001 - e.g. a GPU without fp8 GEMMs: the lesson says why
-        return {"error": f"{type(exc).__name__}: {str(exc)[:300]}"}
+# name -> (enable_fsdp_float8_all_gather, precompute the scales after each optimizer step)
+FP8_VARIANTS = {"bf16 all-gather": (False, False), "fp8 all-gather": (True, False),
+                "fp8 all-gather, precomputed scales": (True, True)}
+FP8_LIBRARIES = ("torchao", "amp_edu")
 
 
-def _fp8_all_gather(steps: int, batch: int, rank: int) -> dict:
+def fp8_all_gather(rank: int, world_size: int, steps: int = 3, batch: int = 32, libraries=FP8_LIBRARIES) -> dict:
+    """fp8 training under FSDP2 (``bf16/fp32`` policy, per-layer sharding) by torchao and by
+    amp_edu (:mod:`amp_edu.fp8.fsdp`), each in the three :data:`FP8_VARIANTS`: the weights
+    all-gathered in bf16 (``enable_fsdp_float8_all_gather=False``) or in fp8 (``True``), the fp8
+    variant with and without precomputed scales (each library's
+    ``precompute_float8_dynamic_scale_for_fsdp`` after each optimizer step). Same model, seed,
+    batches and tensorwise recipe everywhere.
+
+    Returns ``{library: {variant: [row per step]}}``; a row holds FSDP2's all-gathers and
+    reduce-scatters (:func:`.wire.count_collectives`), the calls ``CommDebugMode`` counts
+    (``"calls"``; it also sees the amax all-reduces: torchao issues them as functional
+    collectives, amp_edu with ``dist.all_reduce``; ``"all_reduces"`` adds both kinds up), the
+    loss, and this rank's master-weight shards after the step (``"weights"``, float32 on the CPU).
+    A library that does not import or cannot run here gives ``{"error": why}`` instead.
+    """
+    out = {}
+    for lib in libraries:
+        if lib not in FP8_LIBRARIES:
+            raise ValueError(f"libraries must be among {FP8_LIBRARIES}, got {lib!r}")
+        try:
+            out[lib] = _fp8_runs(lib, steps, batch, rank)
+        except Exception as exc:  # noqa: BLE001 - e.g. a GPU without fp8 GEMMs: the lesson says why
+            out[lib] = {"error": f"{type(exc).__name__}: {str(exc)[:300]}"}
+    out["weight_numel"] = sum(p.numel() for p in tiny_mlp(0, BYTES_WIDTHS).parameters() if p.dim() == 2)
+    out["numel"] = sum(p.numel() for p in tiny_mlp(0, BYTES_WIDTHS).parameters())
+    return out
+
+
+def _fp8_library(lib: str):
+    """``(make_config(fp8_gather), convert(model, config), precompute)`` of one library."""
+    if lib == "torchao":
+        from ..fp8.reference import import_torchao
+        status = import_torchao("torchao.float8")          # its CPU-only CUDA-extension notices filtered
+        if not status:
+            raise ImportError(status.error)
+        from torchao.float8 import Float8LinearConfig, convert_to_float8_training, precompute_float8_dynamic_scale_for_fsdp
+        return (lambda gather: Float8LinearConfig(enable_fsdp_float8_all_gather=gather),
+                lambda model, config: convert_to_float8_training(model, config=config),
+                precompute_float8_dynamic_scale_for_fsdp)
+    from ..fp8 import Float8LinearConfig, convert_to_float8_training
+    from ..fp8.fsdp import precompute_float8_dynamic_scale_for_fsdp
+    return (lambda gather: Float8LinearConfig.from_recipe_name("tensorwise", enable_fsdp_float8_all_gather=gather),
+            convert_to_float8_training, precompute_float8_dynamic_scale_for_fsdp)
+
+
+def _master_shards(model) -> list[torch.Tensor]:
+    """This rank's fp32 shards of the parameters (inside either library's fp8-all-gather wrapper)."""
+    shards = (local_tensor(p) for p in model.parameters())
+    return [getattr(t, "_tensor", t).detach().to("cpu", copy=True) for t in shards]
+
+
+def _fp8_runs(lib: str, steps: int, batch: int, rank: int) -> dict:
     from torch.distributed.tensor.debug import CommDebugMode
-    from torchao.float8 import Float8LinearConfig, convert_to_float8_training, precompute_float8_dynamic_scale_for_fsdp
 
     from .wire import count_collectives
+    make_config, convert, precompute = _fp8_library(lib)
     device = current().device
-    variants = {"bf16 all-gather": (False, False), "fp8 all-gather": (True, False),
-                "fp8 all-gather, precomputed scales": (True, True)}
     out = {}
-    for name, (fp8_gather, precompute) in variants.items():
-        model = tiny_mlp(0, BYTES_WIDTHS).to(device)
-        convert_to_float8_training(model, config=Float8LinearConfig(enable_fsdp_float8_all_gather=fp8_gather))
+    for name, (fp8_gather, precomputed) in FP8_VARIANTS.items():
+        model = convert(tiny_mlp(0, BYTES_WIDTHS).to(device), make_config(fp8_gather))
         model = shard(model, policy("bf16/fp32"))
         opt = torch.optim.SGD(model.parameters(), lr=1e-2)
-        after = precompute_float8_dynamic_scale_for_fsdp if precompute else None
         gen = torch.Generator().manual_seed(41 + rank)
         rows = []
         for _ in range(steps):
@@ -305,12 +344,39 @@ def _fp8_all_gather(steps: int, batch: int, rank: int) -> dict:
                 loss.backward()
                 opt.step()
                 opt.zero_grad()
-                if after is not None:
-                    after(model)
+                if precomputed:
+                    precompute(model)
             counts = {str(k).split(".")[-1].strip("_"): v for k, v in comm.get_comm_counts().items()}
-            rows.append({"fsdp": _summarise(log), "calls": counts, "loss": loss.item()})
+            rows.append({"fsdp": _summarise(log), "calls": counts, "loss": loss.item(),
+                         "all_reduces": counts.get("all_reduce", 0) + counts.get("allreduce", 0),
+                         "weights": _master_shards(model)})
         out[name] = rows
-        progress(f"{name}: {len(rows)} steps")
-    out["weight_numel"] = sum(p.numel() for p in tiny_mlp(0, BYTES_WIDTHS).parameters() if p.dim() == 2)
-    out["numel"] = sum(p.numel() for p in tiny_mlp(0, BYTES_WIDTHS).parameters())
+        progress(f"{lib}, {name}: {len(rows)} steps")
     return out
+
+
+def fp8_weight_paths(seed: int = 0, widths=BYTES_WIDTHS) -> dict:
+    """The two ways amp_edu's fp8 weight is made at the first step, on ``tiny_mlp(seed, widths)``'s
+    initial weights (no ranks needed: the cast is elementwise with one tensorwise scale):
+
+    * bf16 all-gather: FSDP2 casts the fp32 shard to bf16 (``param_dtype``), ``Float8Linear``
+      casts the gathered bf16 weight to e4m3 with the bf16 weight's scale;
+    * fp8 all-gather: the fp32 shard is cast to e4m3 directly, with the fp32 weight's scale.
+
+    Per layer: the elements, how many e4m3 codes differ between the two, both scales, and each
+    path's error against the fp32 weight, ``||fp8 / scale - W|| / ||W||``."""
+    from ..fp8.cast import cast_to_float8
+
+    def rel_error(q, w):
+        return ((q.data.float() / q.scale - w).norm() / w.norm()).item()
+
+    rows = []
+    for lin in (m for m in tiny_mlp(seed, widths) if isinstance(m, nn.Linear)):
+        w = lin.weight.detach()
+        direct = cast_to_float8(w, torch.float8_e4m3fn)
+        via_bf16 = cast_to_float8(w.to(torch.bfloat16), torch.float8_e4m3fn)
+        rows.append({"shape": tuple(w.shape), "numel": w.numel(),
+                     "codes differ": (direct.data.view(torch.uint8) != via_bf16.data.view(torch.uint8)).sum().item(),
+                     "scale fp32": direct.scale.item(), "scale bf16": via_bf16.scale.item(),
+                     "error fp32": rel_error(direct, w), "error bf16": rel_error(via_bf16, w)})
+    return {"layers": rows}

@@ -45,7 +45,7 @@ def ddp_experiments(rank: int, world_size: int, size: dict) -> dict:
 
 def fsdp_experiments(rank: int, world_size: int, size: dict) -> dict:
     """Section 3: the policies side by side, the reduce dtype's error, bytes per rank, bytes per
-    collective, and torchao's fp8 all-gather."""
+    collective, and the fp8 all-gather (torchao's and amp_edu's)."""
     _quiet()
     out = {"train": fsdp.train_policies(rank, world_size, seeds=size["seeds"], steps=size["fsdp_steps"])}
     out["reduce"] = fsdp.reduce_error(rank, world_size)
