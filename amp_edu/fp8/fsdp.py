@@ -17,7 +17,7 @@ FSDP2 calls two methods of the tensor it holds as a rank's shard, when that tens
   ``fsdp_post_all_gather``. It must have both or neither.
 * lines 834-895 (``all_gather_inputs``), before each all-gather: it reads
   ``inspect.signature(shard.fsdp_pre_all_gather)``. It accepts 1 parameter (``mesh``, the old
-  form that torchao 0.18 still uses) or 5:
+  form that torchao 0.18 still uses, ``fsdp_utils.py`` line 228) or 5:
   ``(mesh, outer_size, outer_stride, module, mp_policy)``, the form :class:`WeightWithFloat8AllGather` uses.
   The call returns ``(all_gather_inputs, metadata)``. FSDP2 keeps the metadata and the inputs'
   sizes (lines 892-894) and gathers the inputs flattened (line 895) *instead of* casting the shard to
@@ -63,11 +63,12 @@ cast to e4m3. Two differences, both outside the default recipe: torchao's
 fsdp path never rounds the scale to a power of two (it passes no ``round_scales_to_power_of_2``,
 lines 243-250; its precompute has no rounding either, lines 70-85), while this module honours
 ``power_of_2``; and its precompute clamps the amax to EPS in float32 before the float64 division
-(line 74), while :func:`~amp_edu.fp8.scaling.amax_to_scale` clamps in float64. The two clamps differ
-only for a weight with amax below 1e-12.
+(line 74), while :func:`~amp_edu.fp8.scaling.amax_to_scale` clamps in float64. The two clamps can
+give different scales only for a weight whose amax is below about 1e-12 (EPS).
 
 Limits: a 1-D FSDP mesh (no HSDP), even shards (FSDP2 pads an uneven dim-0 split; this wrapper
-refuses it), no tensor parallelism, eager mode (no ``__tensor_flatten__``, so no torch.compile).
+refuses it), no tensor parallelism, eager mode only (the wrappers define no ``__tensor_flatten__``,
+which torch.compile needs to trace a tensor subclass).
 """
 
 from __future__ import annotations
