@@ -148,6 +148,22 @@ def test_stochastic_rounding_with_8_bits_is_transformer_engines_cvt_rs_rule():
                                  rand=torch.tensor([255]), bits=8).item() == 0.5
 
 
+@pytest.mark.parametrize("fmt", ["fp16", "bf16"])      # a float32 and a float64 working path
+def test_stochastic_rounding_to_16_bit_formats_stays_between_neighbours_and_is_unbiased(fmt):
+    f = formats.get(fmt)
+    x = torch.tensor([1.0 + 2 ** -12, -(3.0 + 0.3 * 2 ** -6), 2.0 ** -20 * 1.37, 1e-40], dtype=torch.float64)
+    want = x.float().double()                                                 # stored as float32 first
+    n = 4000
+    g = _gen(4)
+    draws = torch.stack([formats.round_to_grid(x, f, "stochastic", generator=g) for _ in range(n)])
+    for j in range(len(x)):
+        below, above = formats.neighbours(float(want[j]), f, count=1)
+        lo, hi = float(below[-1]), float(above[0])                           # lo < x < hi: none is on the grid
+        assert set(draws[:, j].tolist()) <= {lo, hi}, (fmt, j)
+        assert abs(float(draws[:, j].mean()) - float(want[j])) <= 5 * (hi - lo) / (2 * math.sqrt(n))
+    assert torch.equal(formats.round_to_grid(x, f, dtype=torch.float32), formats.round_to_grid(x, f).float())
+
+
 def test_round_to_grid_bad_input():
     x = torch.zeros(4)
     with pytest.raises(TypeError, match="explicit generator"):
@@ -162,6 +178,8 @@ def test_round_to_grid_bad_input():
         formats.round_to_grid(x, "fp8_e8m0")
     with pytest.raises(TypeError, match="floating-point torch.Tensor"):
         formats.round_to_grid([0.5], F4)
+    with pytest.raises(TypeError, match="dtype must be"):
+        formats.round_to_grid(x, F4, dtype=torch.float16)
 
 
 # --- NVFP4 quantization: stochastic and 16x16 tiles --------------------------------------------------
@@ -361,6 +379,16 @@ def test_layer_and_config_bad_input():
         NVFP4Linear.from_float(nn.Conv1d(16, 16, 1))
     with pytest.raises(TypeError, match="nn.Module"):
         convert_to_nvfp4_training("model")
+
+
+def test_an_all_zero_operand_stays_zero():
+    z = torch.zeros(32, 16)
+    assert torch.equal(nvfp4_qdq(z), z)
+    assert torch.equal(nvfp4_qdq(z, rounding="stochastic", generator=_gen()), z)
+    layer = NVFP4Linear(16, 16, config="nvfp4_sr", generator=_gen())
+    x = torch.zeros(16, 16, requires_grad=True)
+    layer(x).backward(torch.randn(16, 16, generator=_gen(1)))
+    assert torch.equal(layer.weight.grad, torch.zeros(16, 16)) and torch.isfinite(x.grad).all()
 
 
 def test_convert_keeps_the_head_and_shares_one_generator():

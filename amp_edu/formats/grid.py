@@ -138,9 +138,10 @@ ROUNDINGS = ("nearest", "stochastic")
 
 
 def round_to_grid(x: torch.Tensor, fmt, rounding: str = "nearest", *, generator: torch.Generator | None = None,
-                  rand: torch.Tensor | None = None, bits: int = 53) -> torch.Tensor:
+                  rand: torch.Tensor | None = None, bits: int = 53, dtype: torch.dtype = torch.float64) -> torch.Tensor:
     """``x`` rounded onto ``fmt``'s grid (a signed format with zero and subnormals: all but
-    e8m0), as float64 values, fast: by the grid's spacing instead of bit fields.
+    e8m0), as values of ``dtype`` (float64, or float32, which holds every value of a format of at
+    most 16 bits but bf16's subnormals), fast: by the grid's spacing instead of bit fields.
 
     Between ``2^e`` and ``2^(e+1)`` the grid is the multiples of ``step = 2^(max(e, emin) - M)``
     (:func:`ulp`), and a value's last mantissa bit is the parity of its multiple, so
@@ -171,17 +172,25 @@ def round_to_grid(x: torch.Tensor, fmt, rounding: str = "nearest", *, generator:
     if not isinstance(x, torch.Tensor) or not x.is_floating_point():
         raise TypeError(f"x must be a floating-point torch.Tensor, got {type(x).__name__}"
                         + (f" of dtype {x.dtype}" if isinstance(x, torch.Tensor) else ""))
+    if dtype not in (torch.float64, torch.float32):
+        raise TypeError(f"dtype must be torch.float64 or torch.float32, got {dtype!r}")
     if rounding not in ROUNDINGS:
         raise ValueError(f"rounding must be one of {ROUNDINGS}, got {rounding!r}")
     if not f.signed or not f.subnormals:
         raise ValueError(f"round_to_grid needs a signed format with zero and subnormals; got {f.name}")
-    x64 = x.float().double()
-    nan = torch.isnan(x64)
-    if not f.nan and bool(nan.any()):
+    # Work in float32 where every step is exact there: |x| / step is |x| times a power of two and
+    # the grid's smallest step 2^(emin - M) is a normal float32 (e2m1, the fp8s, fp16); bf16's
+    # subnormal steps are not (2^-133), so bf16 (and anything wider) works in float64.
+    wide = f.emin - f.mantissa_bits < -126
+    dt, ibits, idt, fbits = ((torch.float64, 52, torch.int64, 1023) if wide else (torch.float32, 23, torch.int32, 127))
+    xw = x.float().to(dt)
+    nan = torch.isnan(xw)
+    has_nan = bool(nan.any())
+    if has_nan and not f.nan:
         raise ValueError(f"{f.name} has no NaN: a NaN cannot be stored in it; got {int(nan.sum())} NaN value(s)")
-    a = x64.abs().clamp(max=f.max)                                # saturate (also ±inf)
-    e = (a.view(torch.int64) >> 52) - 1023                        # 2^e <= |x| < 2^(e+1) (a float64 exponent)
-    step = ((e.clamp(min=f.emin) - f.mantissa_bits + 1023) << 52).view(torch.float64)   # 2^(e - M), from its bits
+    a = xw.abs().clamp(max=f.max)                                 # saturate (also ±inf)
+    e = (a.view(idt) >> ibits) - fbits                            # 2^e <= |x| < 2^(e+1), from the exponent bits
+    step = ((e.clamp(min=f.emin) - f.mantissa_bits + fbits) << ibits).view(dt)   # 2^(max(e, emin) - M)
     k = a / step
     if rounding == "nearest":
         q = torch.round(k)                                        # ties to even
@@ -196,6 +205,6 @@ def round_to_grid(x: torch.Tensor, fmt, rounding: str = "nearest", *, generator:
             raise ValueError(f"rand must be an integer tensor of x's shape {tuple(x.shape)} with values in "
                              f"[0, 2**{bits})")
         lo = torch.floor(k)
-        q = lo + (rand.long() + torch.floor((k - lo) * 2.0 ** bits).long() >= 2 ** bits)
-    out = torch.copysign((q * step).clamp(max=f.max), x64)
-    return torch.where(nan, x64, out)
+        q = lo + (rand.long() + torch.floor((k - lo) * 2.0 ** bits).long() >= 2 ** bits)   # exact: a power-of-two scaling
+    out = torch.copysign((q * step).clamp(max=f.max), xw)
+    return (torch.where(nan, xw, out) if has_nan else out).to(dtype)

@@ -122,6 +122,9 @@ def nvfp4_quantize(x: torch.Tensor, per_tensor: torch.Tensor | None = None, *, r
         scaled = data * ((1.0 / per_tensor) / block8.to(torch.float32)).unsqueeze(-1)
     scaled = torch.clamp(scaled, -_F4_MAX, _F4_MAX).reshape(x.shape)
     nan = torch.isnan(scaled)
-    rounded = formats.round_to_grid(scaled.masked_fill(nan, 0), formats.FP4_E2M1, rounding, generator=generator)
-    elements = torch.where(nan, torch.nan, rounded.float())
+    has_nan = bool(nan.any())           # e2m1 has no NaN: keep NaN in the float32 elements, round the rest
+    elements = formats.round_to_grid(scaled.masked_fill(nan, 0) if has_nan else scaled, formats.FP4_E2M1, rounding,
+                                     generator=generator, dtype=torch.float32)
+    if has_nan:
+        elements = torch.where(nan, torch.nan, elements)
     return NVFP4Tensor(elements, block8.reshape(*x.shape[:-1], -1), per_tensor)

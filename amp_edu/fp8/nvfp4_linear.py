@@ -108,10 +108,10 @@ def nvfp4_qdq(t: torch.Tensor, *, rounding: str = "nearest", generator: torch.Ge
               tile: tuple = TILES[0]) -> torch.Tensor:
     """``t`` (2-D, blocks along its last dim) quantized to NVFP4 with its own per-tensor scale and
     dequantized to float32: one GEMM operand. An all-zero ``t`` stays zero (its per-tensor scale
-    would be 0, and 0/0 NaN)."""
+    would be 0, and 0/0 NaN: an amax of 0 is replaced by 1, and zeros quantize to zeros)."""
     amax = t.abs().amax()
-    q = nvfp4_quantize(t, per_tensor_scale(amax), rounding=rounding, generator=generator, tile=tile).dequantize()
-    return torch.where(amax == 0, torch.zeros_like(q), q)
+    pt = per_tensor_scale(torch.where(amax == 0, torch.ones_like(amax), amax))
+    return nvfp4_quantize(t, pt, rounding=rounding, generator=generator, tile=tile).dequantize()
 
 
 class _NVFP4Matmul(torch.autograd.Function):
