@@ -521,7 +521,7 @@ class Worker:
 # the sweep
 
 RELATIVE_LIMIT = 4.0   # a mutant's time limit, in multiples of its solution's time through the same checks
-FLOOR_S = 2.0          # ... but never under this many seconds (timer granularity, a cold cache)
+FLOOR_S = 5.0          # ... but never under this many seconds (a cold cache, a load spike on a short check)
 
 
 def _order(ex: Exercise, function: str) -> list[str]:
