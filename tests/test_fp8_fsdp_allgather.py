@@ -6,9 +6,13 @@ same model, seed, batches and tensorwise recipe) plus a look at the gathered wei
 Checked: losses and master weights equal torchao's bit for bit at every step; the fp8 all-gather
 moves about half the bf16 one's bytes; precomputed scales leave one amax all-reduce per step;
 the gathered bytes are the fp8 cast of the full fp32 weight with one global scale, and
-Float8Linear uses them without casting the weight again. Configuration errors need no ranks.
+Float8Linear uses them without casting the weight again. Edge cases, against torchao where it has
+them: ``reshard_after_forward=False``, a precompute before the first step, an in-place write after
+a precompute, and a ``state_dict`` saved, loaded with ``weights_only=True`` and restored.
+Configuration errors need no ranks.
 """
 
+import io
 import math
 
 import pytest
@@ -66,10 +70,134 @@ def _gathered(power_of_2: bool) -> dict:
     return {"seen": seen, "weight_casts": sum(casts), "casts": len(casts)}
 
 
+def _model(lib: str, reshard_after_forward: bool = True):
+    """tiny_mlp converted by ``lib`` with fp8 all-gather, each layer and the root fully_shard-ed."""
+    from torch.distributed.fsdp import fully_shard
+    model = tiny_mlp(0, fsdp.BYTES_WIDTHS)
+    if lib == "torchao":
+        import torchao.float8 as ao
+        model = ao.convert_to_float8_training(model, config=ao.Float8LinearConfig(enable_fsdp_float8_all_gather=True))
+    else:
+        model = convert_to_float8_training(model, _config())
+    for m in [*model, model]:
+        if isinstance(m, nn.Linear) or m is model:
+            fully_shard(m, mp_policy=fsdp.policy("bf16/fp32"), reshard_after_forward=reshard_after_forward)
+    return model
+
+
+def _precompute(lib: str):
+    if lib == "torchao":
+        import torchao.float8 as ao
+        return ao.precompute_float8_dynamic_scale_for_fsdp
+    return precompute_float8_dynamic_scale_for_fsdp
+
+
+def _steps(model, lib, rank, steps=STEPS, precompute=False, before=False) -> dict:
+    """``steps`` SGD steps; per step the loss, FSDP2's all-gather calls and the all-reduces."""
+    from torch.distributed.tensor.debug import CommDebugMode
+
+    from amp_edu.distributed.wire import count_collectives
+    opt = torch.optim.SGD(model.parameters(), lr=1e-2)
+    if before:
+        _precompute(lib)(model)
+    gen = torch.Generator().manual_seed(41 + rank)
+    rows = {"loss": [], "gathers": [], "all_reduces": []}
+    for _ in range(steps):
+        x = torch.randn(32, fsdp.BYTES_WIDTHS[0], generator=gen)
+        log: list = []
+        with CommDebugMode() as comm, count_collectives(log, ops=("all_gather_single",)):
+            loss = model(x).float().pow(2).mean()
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            if precompute:
+                _precompute(lib)(model)
+        counts = {str(k).split(".")[-1].strip("_"): v for k, v in comm.get_comm_counts().items()}
+        rows["loss"].append(loss.item())
+        rows["gathers"].append(len(log))
+        rows["all_reduces"].append(counts.get("all_reduce", 0) + counts.get("allreduce", 0))
+    return rows
+
+
+def _forward_all_reduces(model, rank) -> int:
+    from torch.distributed.tensor.debug import CommDebugMode
+    with CommDebugMode() as comm, torch.no_grad():
+        model(torch.randn(16, fsdp.BYTES_WIDTHS[0], generator=torch.Generator().manual_seed(7 + rank)))
+    return sum(v for k, v in comm.get_comm_counts().items() if "all_reduce" in str(k) or "allreduce" in str(k))
+
+
+def _bias_free(lib: str) -> dict:
+    """A bias-free model (every parameter an fp8 weight): the all-gather dtypes and bytes, the
+    gathered weight bytes, or the error."""
+    from torch.distributed.fsdp import fully_shard
+
+    from amp_edu.distributed.wire import count_collectives
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(64, 128, bias=False), nn.ReLU(), nn.Linear(128, 16, bias=False))
+    full = [model[0].weight.detach().clone(), model[2].weight.detach().clone()]
+    if lib == "torchao":
+        import torchao.float8 as ao
+        model = ao.convert_to_float8_training(model, config=ao.Float8LinearConfig(enable_fsdp_float8_all_gather=True))
+    else:
+        model = convert_to_float8_training(model, _config())
+    for m in (model[0], model[2], model):
+        fully_shard(m, mp_policy=fsdp.policy("bf16/fp32"))
+    seen = []
+    for m in (model[0], model[2]):
+        m.register_forward_pre_hook(lambda mod, args: seen.append(mod.weight.fp8.data.view(torch.uint8).clone()))
+    log: list = []
+    try:
+        with count_collectives(log, ops=("all_gather_single",)):
+            model(torch.randn(16, 64)).float().sum().backward()
+    except RuntimeError as exc:
+        return {"error": str(exc)}
+    return {"dtypes": sorted({c.dtype for c in log}), "input_bytes": sum(c.input_bytes for c in log),
+            "seen": seen, "full": full}
+
+
+def _edge_cases(rank: int) -> dict:
+    out = {"bias-free": {lib: _bias_free(lib) for lib in fsdp.FP8_LIBRARIES}}
+    for lib in fsdp.FP8_LIBRARIES:
+        out[lib] = {"no reshard": _steps(_model(lib, reshard_after_forward=False), lib, rank),
+                    "dynamic": _steps(_model(lib), lib, rank),
+                    "precomputed before": _steps(_model(lib), lib, rank, precompute=True, before=True)}
+        # a precompute, then the first weight written in place without a new one
+        model = _model(lib)
+        _precompute(lib)(model)
+        with torch.no_grad():
+            model[0].weight.mul_(2)
+        out[lib]["after a write"] = {"all_reduces": _forward_all_reduces(model, rank),
+                                     "dropped": [m.weight._local_tensor._precomputed_scale is None
+                                                 for m in model if isinstance(m, nn.Linear)]}
+    # state_dict: saved after a step, loaded with weights_only=True into a fresh model whose
+    # precomputed scales are those of other weights; the next step must match the original's
+    original = _model("amp_edu")
+    _steps(original, "amp_edu", rank, steps=1)
+    sd = original.state_dict()
+    buf = io.BytesIO()
+    torch.save(sd, buf)
+    buf.seek(0)
+    loaded = torch.load(buf, weights_only=True)
+    restored = _model("amp_edu")
+    precompute_float8_dynamic_scale_for_fsdp(restored)
+    restored.load_state_dict(loaded)
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+    full = get_model_state_dict(original, options=StateDictOptions(full_state_dict=True))
+    out["state_dict"] = {
+        "types": {k: (type(v).__name__, type(v._local_tensor).__name__) for k, v in sd.items()},
+        "loaded types": {k: type(v._local_tensor).__name__ for k, v in loaded.items()},
+        "full types": {k: type(v).__name__ for k, v in full.items()},
+        "full weight": full["0.weight"].clone(),
+        "next loss": (_steps(original, "amp_edu", rank + 1, steps=1)["loss"],
+                      _steps(restored, "amp_edu", rank + 1, steps=1)["loss"]),
+    }
+    return out
+
+
 def everything(rank: int, world_size: int) -> dict:
     _quiet()
     return {"runs": fsdp.fp8_all_gather(rank, world_size, steps=STEPS),
-            "gathered": _gathered(False), "gathered_pow2": _gathered(True)}
+            "gathered": _gathered(False), "gathered_pow2": _gathered(True), "edge": _edge_cases(rank)}
 
 
 @pytest.fixture(scope="module")
@@ -167,6 +295,59 @@ def test_amp_edu_with_and_without_fp8_all_gather_differ_in_the_weight_cast(ranks
     b = [r["loss"] for r in _rows(ranks, 0, "amp_edu", "fp8 all-gather")]
     assert a[0] != b[0]
     assert max(abs(x - y) / abs(y) for x, y in zip(a, b)) < 0.05      # close, not equal
+
+
+def test_reshard_after_forward_false_gathers_once_per_layer_and_step(ranks):
+    for rank in (0, 1):
+        ours, ao = (ranks[rank]["edge"][lib]["no reshard"] for lib in ("amp_edu", "torchao"))
+        assert ours["loss"] == ao["loss"]
+        layers = len(fsdp.BYTES_WIDTHS) - 1
+        # the first step's forward gathers every layer and keeps it for backward; later steps too
+        assert ours["gathers"] == ao["gathers"] == [layers] * STEPS
+        assert ours["all_reduces"] == ao["all_reduces"] == [layers] * STEPS
+
+
+def test_precompute_before_the_first_step(ranks):
+    for rank in (0, 1):
+        for lib in fsdp.FP8_LIBRARIES:
+            e = ranks[rank]["edge"][lib]
+            assert e["precomputed before"]["loss"] == e["dynamic"]["loss"]      # the same scales
+            assert e["precomputed before"]["all_reduces"] == [1] * STEPS          # only the precomputes
+        assert ranks[rank]["edge"]["amp_edu"]["dynamic"]["loss"] == ranks[rank]["edge"]["torchao"]["dynamic"]["loss"]
+
+
+def test_an_in_place_write_drops_the_precomputed_scale(ranks):
+    """amp_edu: the written weight is gathered with a fresh (all-reduced) scale; torchao 0.18 keeps
+    the stale one (fsdp_utils.py lines 233-241) and all-reduces nothing."""
+    for rank in (0, 1):
+        ours, ao = ranks[rank]["edge"]["amp_edu"]["after a write"], ranks[rank]["edge"]["torchao"]["after a write"]
+        assert ours["dropped"] == [True, False, False] and ours["all_reduces"] == 1
+        assert ao["dropped"] == [False, False, False] and ao["all_reduces"] == 0
+
+
+def test_bias_free_weights_are_gathered_as_bytes(ranks):
+    """Every input of the group fp8: torchao hands FSDP2 float8_e4m3fn, which gloo refuses;
+    amp_edu hands it the same bytes as uint8."""
+    for rank in (0, 1):
+        ours, ao = (ranks[rank]["edge"]["bias-free"][lib] for lib in ("amp_edu", "torchao"))
+        assert "Invalid scalar type" in ao["error"]
+        assert ours["dtypes"] == ["uint8"]
+        assert ours["input_bytes"] == 2 * sum(w.numel() for w in ours["full"]) // 2      # 1 B per weight, twice
+        for got, w in zip(ours["seen"], ours["full"]):
+            assert torch.equal(got, cast_to_float8(w, _E4).data.view(torch.uint8))
+
+
+def test_state_dict_round_trip(ranks):
+    full = ranks[0]["edge"]["state_dict"]["full weight"]
+    for rank in (0, 1):
+        sd = ranks[rank]["edge"]["state_dict"]
+        for k, (outer, inner) in sd["types"].items():       # as torchao: the wrapper inside a DTensor
+            assert outer == "DTensor" and inner == ("WeightWithFloat8AllGather" if k.endswith("weight") else "Tensor")
+            assert sd["loaded types"][k] == inner
+        assert set(sd["full types"].values()) == {"Tensor"}
+        assert torch.equal(sd["full weight"], full) and full.dtype == torch.float32
+        before, after = sd["next loss"]
+        assert before == after          # restored weights, and no stale precomputed scale
 
 
 # --- no ranks needed ---------------------------------------------------------------------------

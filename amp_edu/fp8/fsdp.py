@@ -19,11 +19,15 @@ FSDP2 calls two methods of the tensor it holds as a rank's shard, when that tens
   ``inspect.signature(shard.fsdp_pre_all_gather)``. It accepts 1 parameter (``mesh``, the old
   form that torchao 0.18 still uses, ``fsdp_utils.py`` line 228) or 5:
   ``(mesh, outer_size, outer_stride, module, mp_policy)``, the form :class:`WeightWithFloat8AllGather` uses.
-  The call returns ``(all_gather_inputs, metadata)``. FSDP2 keeps the metadata and the inputs'
-  sizes (lines 892-894) and gathers the inputs flattened (line 895) *instead of* casting the shard to
-  ``param_dtype`` (line 901, the default path). If the parameter group's inputs have different dtypes
-  (fp8 weights, bf16 biases), FSDP2 gathers all of them as bytes, ``uint8``
-  (``_fsdp_collectives.py`` lines 791-803 pick the dtype, 343-346 view the inputs).
+  The call returns ``(all_gather_inputs, metadata)``. FSDP2 keeps the metadata (lines 865-875)
+  and the inputs' sizes (lines 892-894) and gathers the inputs flattened (line 895) *instead of*
+  casting the shard to ``param_dtype`` (line 901, the default path). A parameter group's inputs
+  travel in one all-gather, in the first input's dtype, or as bytes, ``uint8``, as soon as two
+  dtypes differ (``_fsdp_collectives.py`` lines 794-800 pick the dtype, 343-346 view the inputs).
+  torchao hands FSDP2 the fp8 tensor itself; this module hands it the same bytes viewed as
+  ``uint8`` (no copy). With biases (gathered in ``param_dtype``) both travel as ``uint8``; a group
+  of bias-free fp8 weights would travel as ``float8_e4m3fn`` under torchao, a dtype gloo's
+  all-gather refuses ("Invalid scalar type", torch 2.13), and as ``uint8`` here.
 * lines 630-679 (``init_unsharded_param``), after the all-gather: the first time, FSDP2 calls
   ``fsdp_post_all_gather(outputs, metadata, param_dtype)`` (lines 646-657; ``param_dtype`` is
   ``mp_policy.param_dtype``, or the parameter's own dtype without one). The outputs come back in
@@ -54,8 +58,16 @@ weight runs its own amax all-reduce. With ``reshard_after_forward`` that means t
 step (forward, and the re-gather for backward). The weights change only in the optimizer step.
 So :func:`precompute_float8_dynamic_scale_for_fsdp` (call it right after ``opt.step()``) stacks
 every wrapped weight's local amax, all-reduces them once, and leaves each weight its scale for
-the next step's gathers. Call it after *every* step: a precomputed scale stays in use until it is
-replaced. On the first step no scale is precomputed yet, so the gathers all-reduce as above.
+the next step's gathers. Call it after *every* step. On the first step no scale is precomputed
+yet (unless you call it once before training), so the gathers all-reduce as above.
+
+A precomputed scale belongs to the values it was computed from. Here any in-place write to the
+weight (the optimizer's update, ``load_state_dict``'s ``copy_``) drops it, so a weight changed
+without a new precompute is gathered with a fresh dynamic scale. torchao keeps its
+``_precomputed_scale`` until the next precompute (``fsdp_utils.py`` lines 233-241 use it whenever
+it is set; its ``__torch_dispatch__``, lines 176-208, never clears it), so there a forgotten call
+casts the new weight with the old weight's scale: values above the old amax saturate. In the
+intended order (optimizer step, then precompute) both libraries use the same scales.
 
 The arithmetic is torchao's (``fsdp_utils.py`` lines 228-251): the amax of the fp32 shard,
 MAX-reduced; the scale in float64, stored as float32; ``saturate(shard.float() * scale)``
@@ -65,6 +77,14 @@ lines 243-250; its precompute has no rounding either, lines 70-85), while this m
 ``power_of_2``; and its precompute clamps the amax to EPS in float32 before the float64 division
 (line 74), while :func:`~amp_edu.fp8.scaling.amax_to_scale` clamps in float64. The two clamps can
 give different scales only for a weight whose amax is below about 1e-12 (EPS).
+
+**Checkpoints.** ``model.state_dict()`` of a sharded model holds each wrapped weight as a
+DTensor whose local tensor is a :class:`WeightWithFloat8AllGather`, as torchao's holds its
+``WeightWithDynamicFloat8CastTensor``; ``torch.save`` and ``torch.load`` (``weights_only=True``:
+the class is registered with ``torch.serialization.add_safe_globals`` below, as torchao does at
+``fsdp_utils.py`` line 287) round-trip it, and ``load_state_dict`` copies the values into the fp32
+shard. A full state dict (``torch.distributed.checkpoint.state_dict.get_model_state_dict`` with
+``full_state_dict=True``) gathers plain fp32 tensors.
 
 Limits: a 1-D FSDP mesh (no HSDP), even shards (FSDP2 pads an uneven dim-0 split; this wrapper
 refuses it), no tensor parallelism, eager mode only (the wrappers define no ``__tensor_flatten__``,
@@ -90,6 +110,8 @@ _aten = torch.ops.aten
 _KEEP_WRAPPED = {_aten.detach.default, _aten.split.Tensor, _aten.new_zeros.default, _aten.slice.Tensor,
                  _aten.copy_.default, _aten.view.default, _aten.as_strided.default, _aten.empty_like.default,
                  _aten.clone.default, _aten._to_copy.default, _aten._pin_memory.default}
+# ... and of these, new tensors whose values are not the weight's: no precomputed scale
+_FRESH = {_aten.new_zeros.default, _aten.empty_like.default}
 # what FSDP2 (as_strided, nn.Parameter's detach) and Float8Linear (t) do to the unsharded weight
 _VIEWS = {_aten.detach.default, _aten.as_strided.default, _aten.t.default, _aten.view.default,
           _aten._unsafe_view.default, _aten.alias.default}
@@ -102,6 +124,15 @@ def global_scale(shard: torch.Tensor, fp8_dtype: torch.dtype, group, power_of_2:
     a = amax(shard).to(torch.float32)
     dist.all_reduce(a, op=dist.ReduceOp.MAX, group=group)
     return amax_to_scale(a, fp8_dtype, power_of_2)
+
+
+def _written(func, args, kwargs) -> list:
+    """The arguments ``func`` writes in place: those its schema marks ``Tensor(a!)``."""
+    out = []
+    for i, a in enumerate(func._schema.arguments):
+        if a.alias_info is not None and a.alias_info.is_write:
+            out.append(kwargs[a.name] if a.name in kwargs else args[i] if i < len(args) else None)
+    return out
 
 
 def _new_wrapper(cls, like: torch.Tensor, dtype: torch.dtype):
@@ -117,8 +148,9 @@ class WeightWithFloat8AllGather(torch.Tensor):
     itself: every op runs on the wrapped tensor (the optimizer updates it in place), and the ops
     FSDP2 shards it with keep the wrapper. So each rank's shard has the two hooks FSDP2 calls
     (module docstring, point 1). ``_precomputed_scale`` is set by
-    :func:`precompute_float8_dynamic_scale_for_fsdp`; while it is None, each gather computes
-    the scale with one all-reduce (:func:`global_scale`).
+    :func:`precompute_float8_dynamic_scale_for_fsdp` and dropped by any in-place write to the
+    weight; while it is None, each gather computes the scale with one all-reduce
+    (:func:`global_scale`).
     """
 
     @staticmethod
@@ -136,17 +168,23 @@ class WeightWithFloat8AllGather(torch.Tensor):
         self.power_of_2 = power_of_2
         self._precomputed_scale = precomputed_scale
 
-    def _like(self, t: torch.Tensor) -> "WeightWithFloat8AllGather":
-        return WeightWithFloat8AllGather(t, self.fp8_dtype, self.power_of_2, self._precomputed_scale)
+    def _like(self, t: torch.Tensor, keep_scale: bool = True) -> "WeightWithFloat8AllGather":
+        return WeightWithFloat8AllGather(t, self.fp8_dtype, self.power_of_2,
+                                         self._precomputed_scale if keep_scale else None)
 
     @classmethod
     def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
         wrapped = next(t for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, cls))
-        args, kwargs = pytree.tree_map_only(cls, lambda t: t._tensor, (args, kwargs or {}))
+        if func._schema.is_mutable:       # new values: a precomputed scale no longer fits them
+            for t in pytree.tree_leaves(_written(func, args, kwargs)):
+                if isinstance(t, cls):
+                    t._precomputed_scale = None
+        args, kwargs = pytree.tree_map_only(cls, lambda t: t._tensor, (args, kwargs))
         out = func(*args, **kwargs)
         if func not in _KEEP_WRAPPED:
             return out
-        return pytree.tree_map_only(torch.Tensor, wrapped._like, out)
+        return pytree.tree_map_only(torch.Tensor, lambda t: wrapped._like(t, func not in _FRESH), out)
 
     def __repr__(self) -> str:
         return (f"WeightWithFloat8AllGather(shape={tuple(self.shape)}, dtype={self.dtype}, "
@@ -154,7 +192,7 @@ class WeightWithFloat8AllGather(torch.Tensor):
 
     # --- FSDP2's hooks (module docstring, point 1) -------------------------------------------
     def fsdp_pre_all_gather(self, mesh, outer_size, outer_stride, module, mp_policy):
-        """This rank's shard cast to fp8 with the global scale: ``((fp8 data,), (scale,))``.
+        """This rank's shard cast to fp8 with the global scale: ``((fp8 bytes as uint8,), (scale,))``.
 
         ``mesh`` is the FSDP mesh whose group the scale is MAX-reduced over; ``outer_size`` the
         full weight's shape (used only to refuse an uneven split); ``outer_stride``, ``module``
@@ -171,13 +209,13 @@ class WeightWithFloat8AllGather(torch.Tensor):
         if scale is None:
             scale = global_scale(self._tensor, self.fp8_dtype, mesh.get_group(), self.power_of_2)
         fp8 = cast_to_float8(self._tensor, self.fp8_dtype, scale)
-        return (fp8.data,), (scale,)
+        return (fp8.data.view(torch.uint8),), (scale,)     # bytes: every backend gathers uint8
 
     def fsdp_post_all_gather(self, all_gather_outputs, metadata, param_dtype, *, out=None):
-        """The gathered fp8 bytes and their scale as the unsharded weight (a
-        :class:`Float8GatheredWeight` of dtype ``param_dtype``), and the inner tensor FSDP2 frees
-        between uses. With ``out`` (every gather after the first) the bytes are already in
-        ``out``'s storage: only the scale is written, in place."""
+        """The gathered fp8 bytes (``uint8``, viewed back as fp8) and their scale as the unsharded
+        weight (a :class:`Float8GatheredWeight` of dtype ``param_dtype``), and the inner tensor
+        FSDP2 frees between uses. With ``out`` (every gather after the first) the bytes are already
+        in ``out``'s storage: only the scale is written, in place."""
         (data,), (scale,) = all_gather_outputs, metadata
         if out is not None:
             if not isinstance(out, Float8GatheredWeight):
@@ -185,7 +223,7 @@ class WeightWithFloat8AllGather(torch.Tensor):
             out.fp8.scale.copy_(scale)
             return None
         # a copy of the scale: later gathers write into it (and a precomputed one is not ours)
-        weight = Float8GatheredWeight(Float8Tensor(data, scale.clone(), param_dtype))
+        weight = Float8GatheredWeight(Float8Tensor(data.view(self.fp8_dtype), scale.clone(), param_dtype))
         return weight, (data,)
 
 
