@@ -1,11 +1,13 @@
 """NVFP4 training: stochastic rounding onto a format's grid, the random Hadamard transform, the
 emulated NVFP4 linear layer and its recipes (lesson 10).
 
-torchao 0.18 has neither stochastic rounding nor the Hadamard transform for NVFP4, so the
-upstream here is Transformer Engine (commit d0067d0): where its code writes a formula down
-(the Hadamard matrix, the sign vector, the software stochastic rounding of ptx.cuh) the tests
-compare with it exactly; elsewhere they test properties (unbiasedness, orthogonality, the
-product being preserved) and the layer against a hand-written reference of the same rule.
+torchao 0.18's NVFP4 training prototype (torchao/prototype/moe_training/nvfp4_training/) does
+its stochastic rounding and Hadamard transform in Triton kernels for Blackwell GPUs, which do not
+run here; its pure-PyTorch Hadamard matrix does, and the tests compare with it. The other
+upstream is Transformer Engine (commit d0067d0): where its code writes a formula down (the
+Hadamard matrix, the sign vector, the software stochastic rounding of ptx.cuh) the tests compare
+with it exactly; elsewhere they test properties (unbiasedness, orthogonality, the product being
+preserved) and the layer against a hand-written reference of the same rule.
 """
 
 import math
@@ -136,13 +138,16 @@ def _te_stochastic_round_fp4_e2m1(x: torch.Tensor, rbits8: torch.Tensor) -> torc
 
 
 def test_stochastic_rounding_with_8_bits_is_transformer_engines_cvt_rs_rule():
-    gen = _gen(5)
-    # values on a 2^-10 grid in [-7, 7] (sums with u*step are exact in float32), plus every grid value
-    x = torch.cat([torch.randint(-7 * 1024, 7 * 1024 + 1, (20000,), generator=gen).float() / 1024,
-                   formats.representable(F4).float()])
-    r = torch.randint(0, 256, x.shape, generator=gen)
+    # every multiple of 2^-10 in [-7, 7] (its sums with u*step are exact in float32; the grid
+    # values are among them) with each of the 256 draws
+    x = (torch.arange(-7 * 1024, 7 * 1024 + 1).float() / 1024).repeat_interleave(256)
+    r = torch.arange(256).repeat(14 * 1024 + 1)
     ours = formats.round_to_grid(x, F4, "stochastic", rand=r, bits=8).float()
     assert torch.equal(ours, _te_stochastic_round_fp4_e2m1(x, r))
+    # where TE's float32 sum rounds, it can round up where the exact rule does not (the docstring says so)
+    odd, r255 = torch.tensor([2.0 ** -9 - 2.0 ** -30]), torch.tensor([255])
+    assert formats.round_to_grid(odd, F4, "stochastic", rand=r255, bits=8).item() == 0.0
+    assert _te_stochastic_round_fp4_e2m1(odd, r255).item() == 0.5
     # 8 bits round up with probability floor(256 p) / 256: biased toward zero by < 1/256 of a step
     assert formats.round_to_grid(torch.tensor([0.5 + 0.5 / 512]), F4, "stochastic",
                                  rand=torch.tensor([255]), bits=8).item() == 0.5
@@ -247,6 +252,16 @@ def test_hadamard_matrix_and_signs_are_transformer_engines():
     # get_rht_matrix (nvfp4_tensor.py lines 94-103): sign_matrix @ hadamard * 1/sqrt(16)
     assert torch.equal(m, (torch.tensor(TE_SIGNS, dtype=torch.float64) * torch.eye(16, dtype=torch.float64)) @ h / 4)
     assert torch.equal(m.bfloat16().double(), m)                              # TE stores it in bf16: exact
+
+
+def test_hadamard_matrix_equals_torchaos_nvfp4_training_prototype():
+    """torchao/prototype/moe_training/nvfp4_training/hadamard_utils.py (0.18), get_rht_matrix
+    (lines 111-129): sign_matrix @ get_hadamard_matrix (already times 1/sqrt(16))."""
+    hu = pytest.importorskip("torchao.prototype.moe_training.nvfp4_training.hadamard_utils")
+    for signs in (hadamard.TE_SIGNS, hadamard.random_signs(_gen(4))):
+        theirs = hu.get_rht_matrix(tuple(signs), "cpu", torch.float32, 16)
+        assert torch.equal(theirs, hadamard.rht_matrix(signs))
+    assert torch.equal(hu.get_hadamard_matrix(16, "cpu", torch.float64), hadamard.sylvester(16) / 4)
 
 
 def test_rht_is_orthogonal_and_preserves_the_product():

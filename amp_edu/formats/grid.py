@@ -164,7 +164,11 @@ def round_to_grid(x: torch.Tensor, fmt, rounding: str = "nearest", *, generator:
       is biased toward zero by up to ``1/256`` of a step: Transformer Engine's software version of
       it (``stochastic_round_fp4_e2m1``, ``transformer_engine/common/util/ptx.cuh`` lines 526-547
       at commit d0067d0) adds ``u · step`` with ``u = rbits / 256`` and floors, and ``bits=8``
-      with the same ``rand`` gives its values (the tests check). A value on the grid never moves.
+      with the same ``rand`` gives its values wherever its float32 sum ``|x| + u · step`` is
+      exact (the tests check every multiple of 2^-10 with all 256 draws). Where that sum rounds
+      (``|x|`` with bits below the sum's last place, e.g. ``2^-9 - 2^-30`` with ``u = 255/256``)
+      TE's result can go up where this rule, exact in integers, stays down. A value on the grid
+      never moves.
 
     NaN stays NaN where ``fmt`` has one; a format without NaN (e2m1) raises ``ValueError``.
     """

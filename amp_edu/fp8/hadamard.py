@@ -11,7 +11,8 @@ A Hadamard matrix mixes the block first. The 16×16 Sylvester matrix ``H`` (entr
 ± x_16`` over 4: an outlier ``A`` alone becomes 16 values of magnitude ``A / 4``, and the small
 values are summed in with random-looking signs. The block amax falls relative to the block's
 other values (its root-mean-square is unchanged, the transform being orthogonal), so fewer of
-them round to 0. A diagonal of random signs ``D`` first (``M = D H / 4``) makes the mixing
+them round to 0. That is for a block with an outlier; a block of Gaussian-like values comes out
+about as peaked as it went in (lesson 10 measures both). A diagonal of random signs ``D`` first (``M = D H / 4``) makes the mixing
 differ from a fixed pattern that real data could line up with.
 
 Because ``M`` is orthogonal, applying it block-wise along a GEMM's reduction dimension to *both*
@@ -39,6 +40,12 @@ What Transformer Engine does (``NVFP4BlockScaling``; TE at commit d0067d0):
   implementation, this vector is fixed". The matrix is ``diag(signs) @ H / 4`` (``get_rht_matrix``,
   lines 94-103), stored in bf16, where its entries ±0.25 are exact; the reference applies it as
   ``x.view(-1, 16) @ M`` (``reference_nvfp4.py`` lines 421-448).
+
+torchao 0.18's NVFP4 training prototype (``torchao/prototype/moe_training/nvfp4_training/``,
+Triton kernels for Blackwell) builds the same matrix (``hadamard_utils.py`` lines 111-129,
+``get_rht_matrix``: equal to :func:`rht_matrix` for the same signs, ``tests/test_nvfp4_training.py``)
+and applies it to the same two operands, but by default draws a random sign vector for each layer
+(``nvfp4_training.py`` lines 86-93; ``get_wgrad_sign_vector``, ``hadamard_utils.py`` lines 66-74).
 
 :func:`rht_matrix` builds that matrix (float32 by default, float64 for exact checks), with TE's
 signs (:data:`TE_SIGNS`) or any others (:func:`random_signs` draws some from a generator), and

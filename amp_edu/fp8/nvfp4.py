@@ -17,8 +17,10 @@ reciprocals included, so the bits agree (``tests/test_fp8.py``). The e2m1 roundi
 :func:`amp_edu.formats.round_to_grid` (the values of :func:`amp_edu.formats.quantize`, faster);
 the block scales use torch's own e4m3 cast.
 
-Two options go beyond torchao 0.18, for NVFP4 *training* (:mod:`~amp_edu.fp8.nvfp4_linear`),
-following Transformer Engine's ``NVFP4BlockScaling`` recipe:
+Two options go beyond torchao 0.18's ``nvfp4_quantize``, for NVFP4 *training*
+(:mod:`~amp_edu.fp8.nvfp4_linear`), following Transformer Engine's ``NVFP4BlockScaling`` recipe
+(torchao 0.18 has both in another prototype, ``torchao/prototype/moe_training/nvfp4_training/``,
+as Triton kernels for Blackwell GPUs only):
 
 * ``rounding="stochastic"`` rounds each scaled element to one of its two e2m1 neighbours at
   random, up with probability equal to its fractional distance (unbiased; TE does it for
@@ -32,6 +34,10 @@ following Transformer Engine's ``NVFP4BlockScaling`` recipe:
   reference stores it).
 
 ``rounding="nearest"`` with the default ``tile=(1, 16)`` is the torchao computation above, unchanged.
+
+e2m1 has no NaN. Blackwell's saturating conversion turns a NaN into +6 (TE's software version
+says so, ``ptx.cuh`` lines 528-530 at d0067d0). Here a NaN stays NaN in the float32
+``elements``, so a run that diverges shows it.
 """
 
 from __future__ import annotations

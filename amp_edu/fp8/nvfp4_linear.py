@@ -30,14 +30,20 @@ arXiv:2509.25149):
 * ``weight_2d``: one block scale per 16×16 tile of ``W`` (TE: ``fp4_2d_quantization`` for the
   weight only), so the forward's ``W`` and dgrad's ``Wᵀ`` are the same quantized matrix.
 
-TE's default recipe turns all three on. The layer's output bias and its gradient stay in high
-precision, and which layers are NVFP4 at all is the converter's ``module_filter_fn`` (the
-course keeps the output head in high precision, :func:`~amp_edu.fp8.training.keep_head`; the
-paper keeps some more linear layers, mostly the last ones, in BF16). NVFP4 GEMMs need every
-dimension that is blocked to be a multiple of 16: ``in_features``, ``out_features`` and, when
-a backward can follow, the number of tokens (the wgrad GEMM's reduction; a forward under
-``torch.no_grad()``, an evaluation, blocks along ``in_features`` only). The layer checks and
-raises ``ValueError``.
+TE's default recipe turns all three on. torchao 0.18 makes the same three choices in its NVFP4
+training prototype (``torchao/prototype/moe_training/nvfp4_training/nvfp4_linear.py``: the input
+rounded to nearest, lines 107-113; 16×16 weight tiles, 115-123; the gradient rounded
+stochastically for both backward GEMMs, 182-192; the Hadamard transform on the column-wise copies
+only, ``hadamard_quantize_row_col_triton.py`` lines 243-249; it saves the quantized column-wise
+``x`` for backward, lines 141-149, where this layer saves ``x``), as Triton kernels that need a
+Blackwell (SM100) GPU, bf16 and dimensions that are multiples of 128: it cannot run on a CPU.
+The layer's output bias and its gradient stay in high precision, and which layers are NVFP4 at
+all is the converter's ``module_filter_fn`` (the course keeps the output head in high precision,
+:func:`~amp_edu.fp8.training.keep_head`; the paper keeps some more linear layers, mostly the
+last ones, in BF16). NVFP4 GEMMs need every dimension that is blocked to be a multiple of 16:
+``in_features``, ``out_features`` and, when a backward can follow, the number of tokens (the
+wgrad GEMM's reduction; a forward under ``torch.no_grad()``, an evaluation, blocks along
+``in_features`` only). The layer checks and raises ``ValueError``.
 
 The stochastic draws come from an explicit ``torch.Generator`` (``generator=``), so a run can
 be repeated bit for bit; TE draws from torch's CUDA generator (philox offsets,
