@@ -39,8 +39,8 @@ only, ``hadamard_quantize_row_col_triton.py`` lines 243-249; it saves the quanti
 Blackwell (SM100) GPU, bf16 and dimensions that are multiples of 128: it cannot run on a CPU.
 The layer's output bias and its gradient stay in high precision, and which layers are NVFP4 at
 all is the converter's ``module_filter_fn`` (the course keeps the output head in high precision,
-:func:`~amp_edu.fp8.training.keep_head`; the paper keeps some more linear layers, mostly the
-last ones, in BF16). NVFP4 GEMMs need every dimension that is blocked to be a multiple of 16:
+:func:`~amp_edu.fp8.training.keep_head`; the paper's abstract names "selective high-precision
+layers" among its method, arXiv 2509.25149). NVFP4 GEMMs need every dimension that is blocked to be a multiple of 16:
 ``in_features``, ``out_features`` and, when a backward can follow, the number of tokens (the
 wgrad GEMM's reduction; a forward under ``torch.no_grad()``, an evaluation, blocks along
 ``in_features`` only). The layer checks and raises ``ValueError``.
