@@ -100,9 +100,10 @@ def num_threads(n: int | None):
 # (``ideep::has_bf16_type_support()``), so it follows ``ONEDNN_MAX_CPU_ISA`` too — a cell of
 # lesson 00 and tests/test_device.py run it under several settings. What torch cannot tell is
 # whether that path is *faster* than fp32: oneDNN's bf16 matmul needs only AVX512BW/VL/DQ
-# ("AVX512_CORE"), where it converts to fp32 inside and runs at about 0.8× fp32; with
+# ("AVX512_CORE"), where it converts to fp32 inside and runs at 0.5-0.9× fp32 (nearer 0.9× on
+# larger matmuls); with
 # AVX512_BF16 (or Intel's AMX on top) it multiplies bf16 directly and beats fp32 several times;
-# below AVX512_CORE torch falls back to a loop ~1/100-1/150 of fp32. Those classes were measured
+# below AVX512_CORE torch falls back to a loop 1/16-1/600 of fp32 (slower on larger matmuls). Those classes were measured
 # with the course's bench (amp_edu/reference/), so :func:`cpu_class` reads the instruction set —
 # from torch's ``torch.cpu.get_capabilities()`` where it exists, else from ``/proc/cpuinfo`` (x86
 # ``flags``, ARM ``Features``) or macOS ``sysctl`` — only to tell them apart, and says "not
@@ -341,10 +342,12 @@ def _x86_bf16(isa: str | None) -> LowPrecisionMatmul:
     if _allows(isa, "AVX512_CORE_BF16"):
         return LowPrecisionMatmul(True, True, "faster than fp32 (bf16 dot-product instructions)", _MEASURED)
     if _allows(isa, "AVX512_CORE"):
-        return LowPrecisionMatmul(True, False, "about 0.8× fp32 (oneDNN converts to fp32 inside)", _MEASURED)
+        return LowPrecisionMatmul(True, False, "slower than fp32 (oneDNN converts to fp32 inside): about 0.5× "
+                                  "at 256³, 0.8-0.9× at 1024³-2048³ in the course's run", _MEASURED)
     if _allows(isa, "AVX2_VNNI_2"):
         return LowPrecisionMatmul(True, None, "supported; speed against fp32 " + _NOT_MEASURED, _NOT_MEASURED)
-    return LowPrecisionMatmul(False, False, "about 1/100 of fp32 or slower (torch's fallback loop)", _MEASURED)
+    return LowPrecisionMatmul(False, False, "tens to hundreds of times slower than fp32 (torch's fallback loop): "
+                              "1/16-1/100 up to 512³, 1/150-1/600 at 1024³-2048³ in the course's runs", _MEASURED)
 
 
 def _x86_fp16(isa: str | None) -> LowPrecisionMatmul:

@@ -2,7 +2,7 @@
 
 Whether bf16 is *faster* than fp32 on a CPU depends on its class (:func:`amp_edu.device.cpu_class`):
 with AVX512_BF16 or AMX it is several times faster, with only AVX512BW/VL/DQ ("AVX512_CORE") it
-runs at about 0.8× fp32, below that it is a slow fallback. A sentence about "the CPU" is true for
+runs at 0.5-0.9× fp32, below that it is a slow fallback. A sentence about "the CPU" is true for
 one class only, so the lessons print the learner's own ratio next to every shipped reference run
 (``amp_edu/reference/*.json``, each recording the class it stands for in
 ``environment.stands_for``), and mark the rows of the learner's class::

@@ -140,7 +140,7 @@ def slow_path(dtype: str, dev: DeviceInfo) -> str | None:
 
     On a CPU this follows the CPU's class (:func:`amp_edu.device.cpu_class`): bf16 is capped only
     where oneDNN has no bf16 path (below AVX512_CORE, or under ``ONEDNN_MAX_CPU_ISA=AVX2``); an
-    AVX512_CORE CPU runs it at about 0.8× fp32, which is timed at every size."""
+    AVX512_CORE CPU runs it at 0.5-0.9× fp32 (by size), which is timed at every size."""
     _check_dtype(dtype)
     if dev.device != "cpu":
         return None
