@@ -94,6 +94,19 @@ def test_kernels_split_names_into_the_fused_ops():
     assert ks[1].ops == ("addmm",) and ks[4].ops == ("_linear_pointwise",)
 
 
+def test_triton_kernels_are_read_the_same_way():
+    code = """def call(args):
+    triton_poi_fused__to_copy_0.run(primals_1, buf0, 4096, stream=stream0)
+    extern_kernels.addmm(primals_2, buf1, buf0, alpha=1, beta=1, out=buf2)
+    triton_per_fused__softmax_native_layer_norm_1.run(buf2, buf3, 256, 64, stream=stream0)
+"""
+    ks = comp.kernels(code, {"native_layer_norm", "_softmax"})
+    assert [k.name for k in ks] == ["triton_poi_fused__to_copy_0", "extern_kernels.addmm",
+                                    "triton_per_fused__softmax_native_layer_norm_1"]
+    assert [comp.kernel_kind(k) for k in ks] == ["cast only", "library call", "compute only"]
+    assert ks[2].ops == ("_softmax", "native_layer_norm")
+
+
 def test_kernel_without_vocabulary_keeps_its_name_as_one_op():
     k = comp.kernels(CODE)[3]
     assert k.generated and k.ops == ("_softmax_native_layer_norm",)

@@ -12,7 +12,11 @@ A generated kernel's name lists the ATen ops fused into it: with
 1718) the name is ``cpp_fused_`` + the sorted top-level ATen ops of its nodes joined by ``_`` +
 a counter (``get_fused_kernel_name``, torch/_inductor/utils.py lines 898-922). So
 ``cpp_fused__to_copy_gelu_1`` holds an autocast cast (``_to_copy``) and a ``gelu``.
-:func:`kernels` splits such names back into ops, given the ops the graph contains.
+On a GPU the kernels are Triton, named the same way after ``triton_`` and the first three letters
+of the kernel's category (``poi``ntwise, ``red``uction, ``per``sistent_reduction, ...:
+torch/_inductor/codegen/triton.py lines 7276-7278; ``config.triton.descriptive_names``, config.py
+line 1978) and called with ``.run(...)`` (codegen/wrapper.py line 3683); :func:`kernels` reads both. It splits such names back into ops, given the ops
+the graph contains. (The Triton form is tested on written-out output code: no GPU ran this.)
 
 Bytes moved: Inductor estimates each kernel's reads and writes when the ``inductor_metrics``
 log is on (``graph.count_bytes()``, torch/_inductor/compile_fx.py lines 1650-1653, added to
@@ -38,7 +42,9 @@ __all__ = ["Kernel", "run_and_get_code", "kernels", "kernel_kind", "kernel_calls
 
 #: what a kernel does, as :func:`kernel_kind` names it
 KINDS = ("cast + compute", "cast only", "compute only", "library call")
-_CALL = re.compile(r"^\s+(?:\w+ = )?(cpp_fused_\w+|extern_kernels\.\w+|torch\.ops\.\w+\.\w+(?:\.\w+)?)\(", re.M)
+_CALL = re.compile(r"^\s+(?:\w+ = )?(cpp_fused_\w+|triton_[a-z]+_fused_\w+(?=\.run\()|extern_kernels\.\w+"
+                   r"|torch\.ops\.\w+\.\w+(?:\.\w+)?)(?:\.run)?\(", re.M)
+_GENERATED = re.compile(r"^(?:cpp|triton_[a-z]+)_fused_(.*)$")   # C++ (CPU) or Triton (GPU: poi, red, per, tem)
 
 
 @dataclass(frozen=True)
@@ -95,8 +101,8 @@ def kernels(code: str, vocabulary: Iterable[str] = ()) -> list[Kernel]:
     vocab = sorted(set(vocabulary) | {"_to_copy"}, key=len, reverse=True)
     out = []
     for call in kernel_calls(code):
-        if call.startswith("cpp_fused_"):
-            part = re.sub(r"_\d+$", "", call[len("cpp_fused_"):])
+        if (generated := _GENERATED.match(call)) is not None:
+            part = re.sub(r"_\d+$", "", generated.group(1))
             ops = _split(part, vocab) or (part,)
             out.append(Kernel(call, tuple(ops), True))
         else:
