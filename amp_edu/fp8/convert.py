@@ -28,7 +28,7 @@ from torch import nn
 from .config import get_config
 from .linear import Float8Linear
 
-__all__ = ["convert_to_float8_training"]
+__all__ = ["convert_to_float8_training", "swap_linears"]
 
 
 def convert_to_float8_training(model: nn.Module, recipe="tensorwise", *,
@@ -37,14 +37,25 @@ def convert_to_float8_training(model: nn.Module, recipe="tensorwise", *,
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be an nn.Module, got {type(model).__name__}")
     config = get_config(recipe)
+    return swap_linears(model, lambda m: Float8Linear.from_float(m, config=config), module_filter_fn)
+
+
+def swap_linears(model: nn.Module, swap: Callable[[nn.Linear], nn.Module],
+                 module_filter_fn: Callable[[nn.Module, str], bool] | None = None, *,
+                 root: bool = True, plain_only: bool = False) -> nn.Module:
+    """The walk every converter of this package uses: children first, replace each ``nn.Linear``
+    ``child`` for which ``module_filter_fn(child, fully_qualified_name)`` is true (all when None)
+    by ``swap(child)``; returns ``model``. ``root``: a model that *is* an ``nn.Linear`` is returned
+    swapped; ``plain_only``: only layers whose type is exactly ``nn.Linear`` (not a subclass, e.g.
+    one converted before) are swapped."""
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be an nn.Module, got {type(model).__name__}")
     if module_filter_fn is not None and not callable(module_filter_fn):
         raise TypeError("module_filter_fn must be a callable (module, fqn) -> bool, or None")
     keep = module_filter_fn or (lambda m, fqn: True)
+    is_linear = (lambda m: type(m) is nn.Linear) if plain_only else (lambda m: isinstance(m, nn.Linear))
 
-    def swap(m: nn.Linear) -> Float8Linear:
-        return Float8Linear.from_float(m, config=config)
-
-    if isinstance(model, nn.Linear) and keep(model, ""):
+    if root and isinstance(model, nn.Linear) and keep(model, ""):
         if len(list(model.children())) > 0:
             raise ValueError(f"a root nn.Linear with children is not supported: {model}")
         return swap(model)
@@ -53,7 +64,7 @@ def convert_to_float8_training(model: nn.Module, recipe="tensorwise", *,
         for name, child in module.named_children():
             child_fqn = f"{fqn}.{name}" if fqn else name
             visit(child, child_fqn)
-            if isinstance(child, nn.Linear) and keep(child, child_fqn):
+            if is_linear(child) and keep(child, child_fqn):
                 setattr(module, name, swap(child))
 
     visit(model, "")

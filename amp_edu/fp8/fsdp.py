@@ -100,7 +100,7 @@ from torch import nn
 from .cast import Float8Tensor, cast_to_float8
 from .scaling import FP8_DTYPES, amax, amax_to_scale
 
-__all__ = ["WeightWithFloat8AllGather", "Float8GatheredWeight", "float8_all_gather_weight",
+__all__ = ["WeightWithFloat8AllGather", "Float8GatheredWeight", "OpOnGatheredWeight", "float8_all_gather_weight",
            "precompute_float8_dynamic_scale_for_fsdp", "global_scale"]
 
 _aten = torch.ops.aten
@@ -200,9 +200,9 @@ class WeightWithFloat8AllGather(torch.Tensor):
         :meth:`fsdp_post_all_gather` as ``param_dtype``.
         """
         if mesh.ndim != 1:
-            raise NotImplementedError(f"fp8 all-gather supports a 1-D FSDP mesh, got {mesh.ndim} dims")
+            raise ValueError(f"fp8 all-gather supports a 1-D FSDP mesh, got {mesh.ndim} dims")
         if self._tensor.shape[0] * mesh.size() != outer_size[0]:
-            raise NotImplementedError(
+            raise ValueError(
                 f"fp8 all-gather needs the weight's dim 0 ({outer_size[0]}) divisible by the FSDP "
                 f"world size ({mesh.size()}); FSDP2 would pad the last shard")
         scale = self._precomputed_scale
@@ -227,13 +227,20 @@ class WeightWithFloat8AllGather(torch.Tensor):
         return weight, (data,)
 
 
+class OpOnGatheredWeight(NotImplementedError):
+    """An op other than a view on a :class:`Float8GatheredWeight`: refused by design, since the
+    gathered weight exists only to be the fp8 GEMM's operand (read ``.fp8``). A NotImplementedError,
+    as torch's own subclasses raise for ops they do not define: torch turns a TypeError raised by
+    an operator such as ``w + 1`` into its own message and would hide this one."""
+
+
 class Float8GatheredWeight(torch.Tensor):
     """The all-gathered fp8 weight: a tensor FSDP2 can hold as the unsharded parameter, standing
     for ``fp8.dequantize()`` (dtype ``fp8.orig_dtype``). ``fp8`` is an amp_edu
     :class:`~amp_edu.fp8.cast.Float8Tensor` (the bytes, the tensorwise scale, the dtype they stand
     for). :class:`~amp_edu.fp8.linear.Float8Linear` passes it to its GEMMs as it is. Only views are
     defined (``t``, ``as_strided``, ``detach``, ``view``); any other op raises
-    NotImplementedError: the weight is meant for the fp8 GEMM, not for high-precision math.
+    :class:`OpOnGatheredWeight`: the weight is meant for the fp8 GEMM, not for high-precision math.
     """
 
     @staticmethod
@@ -250,7 +257,7 @@ class Float8GatheredWeight(torch.Tensor):
         if func in _VIEWS and isinstance(args[0], cls):
             w = args[0].fp8            # a view of the bytes; the scale object is shared
             return cls(Float8Tensor(func(w.data, *args[1:], **(kwargs or {})), w.scale, w.orig_dtype))
-        raise NotImplementedError(
+        raise OpOnGatheredWeight(
             f"{func} on an fp8 all-gathered weight: only views ({', '.join(sorted(str(f) for f in _VIEWS))}) "
             "are defined; Float8Linear reads its .fp8")
 
@@ -286,7 +293,7 @@ def precompute_float8_dynamic_scale_for_fsdp(model: nn.Module) -> int:
     if None in meshes:
         raise ValueError("the fp8-all-gather weights are not sharded: call fully_shard on the model first")
     if len(meshes) != 1 or next(iter(meshes)).ndim != 1:
-        raise NotImplementedError("precomputed scales need every weight on one 1-D FSDP mesh")
+        raise ValueError("precomputed scales need every weight on one 1-D FSDP mesh")
     shards = [p._local_tensor for p in params]
     amaxes = torch.stack([amax(s._tensor).to(torch.float32) for s in shards])
     dist.all_reduce(amaxes, op=dist.ReduceOp.MAX, group=next(iter(meshes)).get_group())

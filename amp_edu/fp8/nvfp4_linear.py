@@ -60,6 +60,7 @@ from torch import nn
 
 from ..validate import check_bool
 from . import hadamard
+from .convert import swap_linears
 from .nvfp4 import NVFP4_BLOCK, TILES, nvfp4_quantize, per_tensor_scale
 from .training import keep_head
 
@@ -222,16 +223,5 @@ def convert_to_nvfp4_training(model: nn.Module, config="nvfp4", *,
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be an nn.Module, got {type(model).__name__}")
     config = _config(config)
-    if module_filter_fn is not None and not callable(module_filter_fn):
-        raise TypeError("module_filter_fn must be a callable (module, fqn) -> bool, or None")
-    keep = module_filter_fn or (lambda m, fqn: True)
-
-    def visit(module: nn.Module, fqn: str) -> None:
-        for name, child in module.named_children():
-            child_fqn = f"{fqn}.{name}" if fqn else name
-            visit(child, child_fqn)
-            if type(child) is nn.Linear and keep(child, child_fqn):
-                setattr(module, name, NVFP4Linear.from_float(child, config, generator=generator))
-
-    visit(model, "")
-    return model
+    return swap_linears(model, lambda m: NVFP4Linear.from_float(m, config, generator=generator),
+                        module_filter_fn, root=False, plain_only=True)
