@@ -3,7 +3,8 @@
 #   make test                      run every test, in two tiers: test-fast, then test-course
 #   make test-fast                 the library's unit tests (pytest -m "not slow"; ~3 min here)
 #   make test-course               the course tier (pytest -m slow): nbval over lessons and
-#                                  solutions, grading kernels, JupyterLab, the lessons in Chromium
+#                                  solutions, grading kernels, JupyterLab, the lessons in Chromium;
+#                                  its test files on COURSE_JOBS workers (pytest-xdist, whole files)
 #   make readme                    regenerate README.md's lesson table from amp_edu/course/lessons.py
 #   make sandbox                   install bubblewrap, the grader's sandbox (apt-get, as root)
 #   make browser                   install Chromium for that browser test (apt-get, as root)
@@ -18,6 +19,10 @@ STAMP  := $(VENV)/.installed
 # Extra pip arguments, e.g. PIP_ARGS="--extra-index-url <a PyTorch CUDA index>" (see README).
 PIP_ARGS ?=
 LAB_ARGS ?=
+# The course tier waits on kernels, servers, ranks and a browser much of the time: two workers, each
+# taking whole test files (--dist loadfile keeps a notebook's cells in order on one kernel).
+# COURSE_JOBS=0 runs it in one process.
+COURSE_JOBS ?= 2
 
 .PHONY: install lab test test-fast test-course readme browser sandbox exercises grade doctor bench clean
 
@@ -43,7 +48,8 @@ test-fast: install
 	AMP_EDU_SMOKE=1 $(PY) -m pytest -m "not slow"
 
 test-course: install browser sandbox
-	AMP_EDU_SMOKE=1 $(PY) -m pytest -m slow --durations=25
+	AMP_EDU_SMOKE=1 $(PY) -m pytest -m slow --durations=25 \
+	  $$( [ "$(COURSE_JOBS)" -gt 0 ] && echo "-n $(COURSE_JOBS) --dist loadfile" )
 
 readme: install
 	$(PY) -m amp_edu.course.lessons --write

@@ -6,7 +6,9 @@
   the browser, multi-rank launches, fresh interpreters, the mutation sweep, Inductor.
 
 nbval's notebook cells are marked ``slow`` here; a test module that starts kernels, servers or processes says
-``pytestmark = pytest.mark.slow`` itself. ``make test`` runs both tiers, fast first.
+``pytestmark = pytest.mark.slow`` itself. ``make test`` runs both tiers, fast first; the course tier on
+two pytest-xdist workers, each taking whole files (``--dist loadfile``: a notebook's cells stay in
+order on one kernel), so a course test counts only the processes it started itself.
 """
 
 import os

@@ -63,19 +63,22 @@ def _name(p: psutil.Process) -> str:
         return ""
 
 
-def kernel_pids() -> set[int]:
-    """Every ipykernel started by :mod:`amp_edu.course.kernel` on this machine (any parent)."""
+def kernel_pids(folder: Path) -> set[int]:
+    """Every ipykernel started by :mod:`amp_edu.course.kernel` (any parent, orphans included) that
+    runs in ``folder``: a kernel's cwd is its notebook's folder, so a test counts its own kernels
+    and not those another test file grades meanwhile (the course tier runs two workers)."""
     found = set()
-    for p in psutil.process_iter(["cmdline"]):
+    for p in psutil.process_iter(["cmdline", "cwd"]):
         cmd = " ".join(p.info["cmdline"] or [])
-        if "ipykernel_launcher" in cmd and "amp_edu_kernel_" in cmd:
+        if "ipykernel_launcher" in cmd and "amp_edu_kernel_" in cmd and \
+                Path(p.info["cwd"] or "/").is_relative_to(folder):
             found.add(p.pid)
     return found
 
 
 def test_a_hanging_cell_is_a_timeout_at_its_cell_and_the_kernel_is_killed(tmp_path):
     nb = write_nb(tmp_path / "hang.ipynb", "MD:# title", SOLVED, CHECK_F, HANG, CHECK_G)
-    before = kernel_pids()
+    before = kernel_pids(tmp_path)
     t0 = time.monotonic()
     r = grade_own(nb)
     elapsed = time.monotonic() - t0
@@ -86,7 +89,7 @@ def test_a_hanging_cell_is_a_timeout_at_its_cell_and_the_kernel_is_killed(tmp_pa
     assert f"{LIMIT:g} s limit per cell" in checks["second"].detail
     # kernel start (~1 s) + the limit + the kill, and nothing of the kernel left afterwards
     assert elapsed < LIMIT + SLACK + 2, elapsed
-    assert kernel_pids() <= before and not kernel.LIVE
+    assert kernel_pids(tmp_path) <= before and not kernel.LIVE
 
 
 def test_the_hanging_check_cell_itself_reports_how_long_it_ran(tmp_path):
