@@ -73,24 +73,23 @@ def capture(fn: Callable, *args, backward: bool = False, **kwargs) -> Captured:
 
     out = Captured()
 
-    def dynamo_backend(gm, example_inputs):
-        out.dynamo.append(gm)
-        return gm.forward
-
     def recorder(where):
         def compiler(gm, example_inputs):
             where.append(gm)
             return make_boxed_func(gm.forward)
         return compiler
 
+    aot = aot_autograd(fw_compiler=recorder(out.forward), bw_compiler=recorder(out.backward),
+                       decompositions=select_decomp_table(), partition_fn=partition_fn)
+
+    def dynamo_backend(gm, example_inputs):        # one trace: record dynamo's graph, hand it to AOTAutograd
+        out.dynamo.append(gm)
+        return aot(gm, example_inputs)
+
     torch._dynamo.reset()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        torch.compile(fn, backend=dynamo_backend)(*args, **kwargs)
-        torch._dynamo.reset()
-        aot = aot_autograd(fw_compiler=recorder(out.forward), bw_compiler=recorder(out.backward),
-                           decompositions=select_decomp_table(), partition_fn=partition_fn)
-        res = torch.compile(fn, backend=aot)(*args, **kwargs)
+        res = torch.compile(fn, backend=dynamo_backend)(*args, **kwargs)
         if backward:
             first = res if isinstance(res, torch.Tensor) else next(t for t in res if isinstance(t, torch.Tensor))
             first.float().sum().backward()
