@@ -198,7 +198,7 @@ def _run_cells(page, lesson, cells):
         if time.monotonic() - t0 > LESSON_TIMEOUT_S:
             pytest.fail(f"running cells {cells} of {lesson.notebook} did not finish in {LESSON_TIMEOUT_S} s: "
                         f"kernel {s['status']}, cells queued or running {s['queued'][:5]}")
-        time.sleep(1.0)
+        time.sleep(0.3)
     assert run["error"] is None, f"JupyterLab refused to run the cells: {run['error']}"
     print(f"\n{lesson.stem}: {len(cells)} cells ran in {time.monotonic() - t0:.0f} s", flush=True)
     return s
