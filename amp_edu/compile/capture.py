@@ -13,7 +13,7 @@ Two stages matter for mixed precision:
 * **the ATen graph that Inductor lowers** (:attr:`Captured.forward`, :attr:`Captured.backward`):
   AOTAutograd traces the dynamo graph through the dispatcher, where autocast is applied, with
   Inductor's decompositions (``select_decomp_table()``, the table ``compile_fx`` uses,
-  torch/_inductor/compile_fx.py line 3271) and Inductor's partitioner (``partition_fn``, line
+  torch/_inductor/compile_fx.py lines 2710 and 2911) and Inductor's partitioner (``partition_fn``, line
   2273: its joint-graph passes, then ``min_cut_rematerialization_partition``, handed to
   ``aot_autograd`` at line 3066), so the forward graph saves for backward what Inductor's would.
   Here every cast is a node
