@@ -1,6 +1,8 @@
 """One test over every exercise check of the course (each ``check_*`` in ``amp_edu.checks.lNN`` of
 every lesson with an exercise, read from the lesson list):
 
+* each is a :class:`~amp_edu.checks.core.Check` whose plan lives in ``amp_edu.plans`` (the kernel's
+  side: it imports nothing of ``amp_edu.checks`` or ``amp_edu.course``);
 * an unfinished answer (``raise NotImplementedError()``, what ``make exercises`` leaves) fails
   with the course's "not done yet" hint, never a traceback or a pass;
 * something that is not a function (a learner who assigned a value) fails saying a function is wanted;
@@ -17,7 +19,7 @@ import inspect
 
 import pytest
 
-from amp_edu.checks.core import NOT_DONE_HINT, CheckFailed
+from amp_edu.checks.core import NOT_DONE_HINT, Check, CheckFailed
 from amp_edu.course import grade, notebook
 from amp_edu.course.exercises import ROOT
 from amp_edu.course.lessons import LESSONS
@@ -27,38 +29,50 @@ def _checks():
     for lesson in LESSONS:
         if lesson.exercise:
             module = importlib.import_module(lesson.checks_module)
-            for name, fn in inspect.getmembers(module, inspect.isfunction):
-                if name.startswith("check_") and fn.__module__ == module.__name__:
+            for name in module.__all__:
+                if isinstance(getattr(module, name), Check):
                     # lesson 13's graders compile models with Inductor: seconds each, so course tier
                     marks = [pytest.mark.slow] if lesson.slug == "compile_and_mixed_precision" else []
-                    yield pytest.param(lesson, fn, id=f"{lesson.number:02d}-{name}", marks=marks)
+                    yield pytest.param(lesson, (name, getattr(module, name)), id=f"{lesson.number:02d}-{name}",
+                                       marks=marks)
 
 
-def _learner_args(check) -> list:
-    """The check's parameters without defaults: the learner's functions it grades."""
-    return [p for p in inspect.signature(check).parameters.values()
-            if p.default is inspect.Parameter.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+def _learner_args(check: Check) -> list:
+    """The plan's parameters after the cases: the learner's functions the check grades."""
+    return list(inspect.signature(check.plan).parameters.values())[1:]
+
+
+@pytest.mark.parametrize("lesson, named", list(_checks()))
+def test_plans_live_on_the_kernels_side(lesson, named):
+    _, check = named
+    assert check.plan.__module__.startswith("amp_edu.plans."), check.plan.__module__
+    source = inspect.getsource(importlib.import_module(check.plan.__module__))
+    assert "amp_edu.checks" not in source and "amp_edu.course" not in source
+    assert "from ..checks" not in source and "from ..course" not in source
 
 
 def _unfinished(*args, **kwargs):
     raise NotImplementedError()
 
 
-@pytest.mark.parametrize("lesson, check", list(_checks()))
-def test_an_unfinished_answer_fails_with_the_not_done_hint(lesson, check):
+@pytest.mark.parametrize("lesson, named", list(_checks()))
+def test_an_unfinished_answer_fails_with_the_not_done_hint(lesson, named):
+    _, check = named
     with pytest.raises(CheckFailed) as e:
         check(*[_unfinished] * len(_learner_args(check)))
     assert NOT_DONE_HINT in str(e.value), str(e.value)
 
 
-@pytest.mark.parametrize("lesson, check", list(_checks()))
-def test_a_value_instead_of_a_function_fails_saying_so(lesson, check):
+@pytest.mark.parametrize("lesson, named", list(_checks()))
+def test_a_value_instead_of_a_function_fails_saying_so(lesson, named):
+    _, check = named
     with pytest.raises(CheckFailed, match="function"):
         check(*[None] * len(_learner_args(check)))
 
 
-@pytest.mark.parametrize("lesson, check", list(_checks()))
-def test_every_check_is_called_by_its_solution(lesson, check):
+@pytest.mark.parametrize("lesson, named", list(_checks()))
+def test_every_check_is_called_by_its_solution(lesson, named):
+    name, _ = named
     nb = notebook.read(ROOT / lesson.solution)
     calls = "\n".join(nb.cells[i].source for i, _ in grade.check_cells(nb))
-    assert f"{check.__name__}(" in calls, f"{lesson.solution} has no check cell calling {check.__name__}"
+    assert f"{name}(" in calls, f"{lesson.solution} has no check cell calling {name}"

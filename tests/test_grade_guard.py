@@ -13,12 +13,13 @@ import torch
 
 import amp_edu.checks.core as core
 import amp_edu.checks.l01 as l01
+import amp_edu.plans.runner as runner
 from amp_edu.course import integrity, sandbox
 
 
 @pytest.fixture
 def guard():
-    g = integrity.Guard(None, {"decode": ("amp_edu.checks.l01", "check_decode")})
+    g = integrity.Guard(None)
     return g, json.loads(g.snapshot())
 
 
@@ -36,8 +37,8 @@ def test_nothing_changed_is_nothing_found_even_after_torch_wraps_its_own(guard):
 
 @pytest.mark.parametrize("patch, found", [
     (lambda: setattr(l01, "check_decode", lambda f: None), "amp_edu.checks.l01.check_decode was replaced"),
-    (lambda: setattr(l01.check_decode, "__code__", (lambda f: None).__code__),
-     "amp_edu.checks.l01.check_decode was replaced"),
+    (lambda: setattr(runner.each, "__code__", (lambda c, f: None).__code__),
+     "amp_edu.plans.runner.each was replaced"),
     (lambda: setattr(core, "same", lambda *a, **k: True), "amp_edu.checks.core.same was replaced"),
     (lambda: sys.modules.__setitem__("amp_edu.checks.l01", types.ModuleType("amp_edu.checks.l01")),
      "sys.modules['amp_edu.checks.l01'] was replaced"),
@@ -49,7 +50,7 @@ def test_nothing_changed_is_nothing_found_even_after_torch_wraps_its_own(guard):
 ], ids=["function", "code", "core", "sys.modules", "builtin", "torch", "Tensor", "settrace"])
 def test_each_kind_of_patch_is_found_and_named(guard, patch, found):
     g, base = guard
-    saved = (l01.check_decode, l01.check_decode.__code__, core.same, sys.modules["amp_edu.checks.l01"],
+    saved = (l01.check_decode, runner.each.__code__, core.same, sys.modules["amp_edu.checks.l01"],
              builtins.isinstance, torch.equal, torch.Tensor.__dict__.get("__eq__"), sys.gettrace())
     try:
         patch()
@@ -57,7 +58,7 @@ def test_each_kind_of_patch_is_found_and_named(guard, patch, found):
     finally:
         sys.settrace(saved[7])
         l01.check_decode, core.same, builtins.isinstance, torch.equal = saved[0], saved[2], saved[4], saved[5]
-        l01.check_decode.__code__ = saved[1]
+        runner.each.__code__ = saved[1]
         sys.modules["amp_edu.checks.l01"] = saved[3]
         if saved[6] is None:
             torch.Tensor.__dict__.get("__eq__") and delattr(torch.Tensor, "__eq__")
@@ -66,15 +67,20 @@ def test_each_kind_of_patch_is_found_and_named(guard, patch, found):
     assert changes(g, base) == []
 
 
-def test_the_guard_runs_the_function_it_took_not_a_later_one(guard):
+def test_the_guard_runs_a_course_plan_with_the_runner_it_took(guard, tmp_path):
+    from amp_edu.plans import byvalue
+
     g, _ = guard
-    saved = l01.check_decode
+    byvalue.save([(1.0,), (2.0,)], tmp_path / "in.bin")
+    saved = runner.run
     try:
-        l01.check_decode = lambda f: "fake"
-        with pytest.raises(AssertionError, match="FAIL decode"):
-            g.run("decode", lambda bits, e, m: 0.0)
+        runner.run = lambda *a: None                 # a later patch of the module changes nothing here
+        g.run("amp_edu.plans.runner", "each", str(tmp_path / "in.bin"), str(tmp_path / "out.bin"), lambda x: x * 3)
     finally:
-        l01.check_decode = saved
+        runner.run = saved
+    assert byvalue.load(tmp_path / "out.bin")["result"] == {"values": [3.0, 6.0], "raised": None}
+    with pytest.raises(ValueError, match="not a course plan"):
+        g.run("os", "system", "in", "out")
 
 
 def test_tree_changes_name_added_removed_and_changed_files(tmp_path):

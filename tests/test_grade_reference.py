@@ -62,6 +62,19 @@ def test_recognise_by_metadata_name_nbgrader_ids_and_check_names():
     assert lesson is None and why.startswith("not recognised as a course exercise")
 
 
+def test_the_hand_in_decides_and_what_the_notebook_says_against_it_is_flagged():
+    refs = reference.course_checks()
+    nb = notebook.read(EXERCISE)                                   # metadata and checks of 01
+    assert reference.recognise(nb, "04_gradscaler_from_scratch.ipynb", refs) == (
+        "04_gradscaler_from_scratch.ipynb", "by its file name")
+    assert reference.recognise(nb, "submitted/ann/04_gradscaler_from_scratch/mine.ipynb", refs) == (
+        "04_gradscaler_from_scratch.ipynb", "by the folder it was handed in under")
+    flags = reference.other_exercises(nb, "04_gradscaler_from_scratch.ipynb", refs)
+    assert flags == ["its metadata says 01_number_formats, but it was handed in as 04_gradscaler_from_scratch",
+                     "it holds checks of 01_number_formats, but it was handed in as 04_gradscaler_from_scratch"]
+    assert reference.other_exercises(nb, "01_number_formats.ipynb", refs) == []
+
+
 def test_edited_means_more_than_whitespace():
     ref = reference.course_checks()["decode"]
     assert not reference.is_edited(ref.source + "\n\n   ", ref)

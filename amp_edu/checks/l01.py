@@ -14,9 +14,17 @@ import math
 import torch
 
 from ..formats import FORMATS, decode as _decode_codes, decompose
-from .core import check_cases, require_callable
+from ..plans.runner import each
+from .core import Check, judge_each
+from .rules import Rule
 
 __all__ = ["check_decode", "check_fp16_fate"]
+
+# "Use plain Python arithmetic — no torch casts" (the exercise's rule): the casts are the answer.
+RULES = (Rule("torch", (), "plain Python arithmetic, no torch casts"),
+         Rule("numpy", (), "plain Python arithmetic, no numpy casts"),
+         Rule("struct", (), "plain Python arithmetic, no struct casts"),
+         Rule("amp_edu.formats", (), "plain Python arithmetic: amp_edu.formats is what the check compares with"))
 
 _BY_WIDTHS = {(f.exponent_bits, f.mantissa_bits): f for f in FORMATS.values() if f.has_inf and f.bits <= 16}
 
@@ -112,10 +120,13 @@ def _decode_cases():
             yield (_group(code, E, M), E, M)
 
 
-def check_decode(decode) -> None:
-    """Grade ``decode(bits, exponent_bits, mantissa_bits) -> float`` on fp16, bf16 and fp8 e5m2."""
-    check_cases("decode", decode, _decode_cases(), _reference_decode,
-                       compare=_same_value, hint=_decode_hint)
+def _judge_decode(cases, outcomes) -> str:
+    return judge_each("decode", cases, outcomes, _reference_decode, compare=_same_value, hint=_decode_hint)
+
+
+check_decode = Check("decode", cases=lambda seed: list(_decode_cases()), plan=each, judge=_judge_decode,
+                     rules=RULES)
+"""Grade ``decode(bits, exponent_bits, mantissa_bits) -> float`` on fp16, bf16 and fp8 e5m2."""
 
 
 # --- part B: fp16_fate ----------------------------------------------------------------------
@@ -134,13 +145,23 @@ def _reference_fate(x: float) -> str:
     return decompose(x, "fp16").kind
 
 
-def _fate_cases():
+def _drawn_fates(seed: int, n: int = 64) -> list[float]:
+    """``n`` float32 values drawn from ``seed``: magnitudes spread over 2^-30 .. 2^20 (both fp16
+    edges and the subnormal range), either sign, and neighbours of the ties at 2^-25 and 65520."""
+    g = torch.Generator().manual_seed(seed)
+    mag = torch.exp2(torch.empty(n).uniform_(-30.0, 20.0, generator=g))
+    sign = torch.where(torch.rand(n, generator=g) < 0.5, -1.0, 1.0)
+    near = torch.tensor([2.0 ** -25, 65520.0]).repeat(4) * (1 + (torch.rand(8, generator=g) - 0.5) * 2.0 ** -9)
+    return (torch.cat([mag * sign, near])).float().tolist()
+
+
+def _fate_cases(seed: int):
     t25, t14 = 2.0 ** -25, 2.0 ** -14 - 2.0 ** -25                # the two low ties
     cases = [1.0, 1e-8, 1e5, 6e-5, 2.0 ** -24, t25, 3e-8, 65519.99, 65520.0,
              0.0, -0.0, 2.0 ** -26, _next32(t25, 1.0), _next32(t25, 0.0), 1.5 * 2.0 ** -24, 5.96e-8,
              t14, _next32(t14, 0.0), 2.0 ** -14, -3e-5, -1e-8, -65520.0, _next32(65520.0, 0.0),
              65504.0, 2.0 ** 16, math.inf, -math.inf, math.nan, -2.0 ** -25, -t14]
-    return [_f32(c) for c in cases]
+    return [(_f32(c),) for c in cases + _drawn_fates(seed)]
 
 
 def _fate_hint(case, expected, got) -> str:
@@ -182,9 +203,10 @@ def _fate_hint(case, expected, got) -> str:
     return "round x to the nearest fp16 value first (ties to even), then classify what you get"
 
 
-def check_fp16_fate(fp16_fate) -> None:
-    """Grade ``fp16_fate(x) -> 'zero' | 'subnormal' | 'normal' | 'inf' | 'nan'`` for fp16's rounding of x."""
-    require_callable("fp16_fate", fp16_fate)
-    check_cases("fp16_fate", fp16_fate, [(x,) for x in _fate_cases()],
-                       _reference_fate, hint=_fate_hint,
-                       compare=lambda got, exp: isinstance(got, str) and got == exp)
+def _judge_fate(cases, outcomes) -> str:
+    return judge_each("fp16_fate", cases, outcomes, _reference_fate, hint=_fate_hint,
+                      compare=lambda got, exp: type(got) is str and got == exp)
+
+
+check_fp16_fate = Check("fp16_fate", cases=_fate_cases, plan=each, judge=_judge_fate, rules=RULES)
+"""Grade ``fp16_fate(x) -> 'zero' | 'subnormal' | 'normal' | 'inf' | 'nan'`` for fp16's rounding of x."""

@@ -19,10 +19,16 @@ from __future__ import annotations
 import math
 
 import torch
-from torch.overrides import TorchFunctionMode
 
 from .. import scaler as _ref
-from .core import bits, call_learner, fail, passed, require_callable, same_bits
+from ..plans import l04 as plan
+from .core import Check, bits, fail, returned, same_bits
+from .rules import Rule
+
+# "Use public tensor operations (no torch._amp_*)", and the check compares with amp_edu.scaler.
+RULES = (Rule("torch", ("_amp_foreach_non_finite_check_and_unscale_", "_amp_update_scale_"),
+              "public tensor operations only, no torch._amp_*"),
+         Rule("amp_edu.scaler", (), "amp_edu.scaler is what the check compares with: write it yourself"))
 
 __all__ = ["check_unscale", "check_update"]
 
@@ -39,8 +45,30 @@ def _show(grads) -> str:
 
 
 # --- part A: unscale with the inf/NaN check ------------------------------------------------------
-def _unscale_cases():
-    g = torch.Generator().manual_seed(4)
+def _unscale_cases(seed: int):
+    """``(label, grads, scale)`` triples: the named situations, their random gradients drawn from
+    ``seed``, then two drawn cases (random shapes, dtypes, scale and non-finite positions)."""
+    return list(_named_unscale_cases(seed)) + _drawn_unscale_cases(seed)
+
+
+def _drawn_unscale_cases(seed: int):
+    g = torch.Generator().manual_seed(seed + 1)
+    out = []
+    for k in range(2):
+        grads = []
+        for _ in range(int(torch.randint(1, 4, (), generator=g))):
+            n = int(torch.randint(1, 9, (), generator=g))
+            dtype = (torch.float32, torch.float16, torch.bfloat16, torch.float64)[int(torch.randint(0, 4, (), generator=g))]
+            grads.append((torch.randn(n, generator=g) * 100).to(dtype))
+        if k == 1:
+            grads[-1][int(torch.randint(0, grads[-1].numel(), (), generator=g))] = (INF, -INF, NAN)[seed % 3]
+        scale = float(2.0 ** int(torch.randint(-2, 20, (), generator=g)) * (1.0, 3.0, 1.5)[k])
+        out.append((f"drawn case {k + 1}" + (" (one non-finite value)" if k else ""), grads, scale))
+    return out
+
+
+def _named_unscale_cases(seed: int):
+    g = torch.Generator().manual_seed(seed)
     r = lambda *shape: torch.randn(*shape, generator=g) * 1000  # noqa: E731
     t = torch.tensor
     yield "clean gradients", [r(4, 3), r(3)], 65536.0
@@ -64,42 +92,23 @@ def _unscale_cases():
     yield "float64 and float32 gradients together, scale 1000", [r(4).double(), r(4)], 1000.0
 
 
-_DIVISIONS = {"reciprocal", "reciprocal_", "div", "div_", "true_divide", "true_divide_", "__truediv__",
-              "__rtruediv__", "__itruediv__", "__div__", "__rdiv__", "pow", "pow_", "__pow__", "__rpow__",
-              "float_power", "divide"}
-
-
-class _Divisions(TorchFunctionMode):
-    """Records every division-like torch call whose result is not float64."""
-
-    def __init__(self):
-        super().__init__()
-        self.narrow: list[str] = []
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        name = getattr(func, "__name__", str(func))
-        if name in _DIVISIONS and isinstance(out, torch.Tensor) and out.is_floating_point() \
-                and out.dtype != torch.float64:
-            self.narrow.append(f"{name} -> {out.dtype}")
-        return out
-
-
-def check_unscale(unscale_and_check_) -> None:
-    """Grade ``unscale_and_check_(grads, scale) -> found_inf`` (see the module docstring)."""
+def _judge_unscale(cases, result) -> str:
+    """Compare each case's found_inf and unscaled gradients with :func:`amp_edu.scaler.unscale_by_`."""
     name = "unscale_and_check_"
-    require_callable(name, unscale_and_check_)
+    if type(result) is not list or len(result) != len(cases):
+        raise fail(name, expected=f"{len(cases)} answers", got=result, hint="the grader could not read the answers")
     n = 0
-    for label, grads, scale_value in _unscale_cases():
+    for (label, grads, scale_value), step in zip(cases, result):
         scale = torch.tensor(scale_value, dtype=torch.float32)
-        theirs = [g.clone() for g in grads]
         ours = [g.clone() for g in grads]
         expected = _ref.unscale_by_(ours, scale.clone())
         shown = f"{label}: grads={_show(grads)}, scale={scale_value!r}"
-        spy = _Divisions()
-        with spy:
-            got = call_learner(name, unscale_and_check_, (theirs, scale), input=shown, expected=expected)
-        if not (isinstance(got, torch.Tensor) and got.dtype == torch.float32 and got.dim() == 0):
+        got = returned(name, step["outcome"], input=shown, expected=expected)
+        theirs = step["grads"]
+        if type(theirs) is not list or len(theirs) != len(grads) or any(type(t) is not torch.Tensor for t in theirs):
+            raise fail(name, input=shown, expected="the gradient tensors, unscaled in place", got=theirs,
+                       hint="unscale the tensors in the list you were given, in place; do not replace them")
+        if not (type(got) is torch.Tensor and got.dtype == torch.float32 and got.dim() == 0):
             raise fail(name, input=shown, expected=expected, got=got,
                        hint="return found_inf as a 0-dim float32 tensor, 1.0 or 0.0 "
                             "(torch.zeros(()) then fill_(1.0)): the scaler sums these tensors later")
@@ -137,18 +146,38 @@ def check_unscale(unscale_and_check_) -> None:
                 else:
                     hint = "each gradient becomes g * inv, with inv = 1/scale computed in float64 then cast to float32"
                 raise fail(name, input=f"{shown}, gradient #{k}", expected=b, got=a, hint=hint)
-        if spy.narrow:
+        if step["narrow"]:
             raise fail(name, input=shown, expected="1/scale computed in float64, then cast to float32",
-                       got=f"a division in low precision ({spy.narrow[0]})",
+                       got=f"a division in low precision ({step['narrow'][0]})",
                        hint="compute the inverse as scale.double().reciprocal().float(): a float32 division "
                             "is not correctly rounded everywhere (fast-math GPU builds); in float64, then "
                             "rounded once to float32, it is")
         n += 1
-    passed(name, f"{n} cases")
+    return f"{n} cases"
+
+
+check_unscale = Check("unscale_and_check_", cases=_unscale_cases, plan=plan.unscale, judge=_judge_unscale,
+                      rules=RULES)
+"""Grade ``unscale_and_check_(grads, scale) -> found_inf`` (see the module docstring)."""
 
 
 # --- part B: the update rule ---------------------------------------------------------------------
-def _update_cases():
+def _update_cases(seed: int):
+    """The named situations, then drawn ones: a scale, tracker, flag and factors from ``seed``."""
+    g = torch.Generator().manual_seed(seed)
+    drawn = []
+    for k in range(4):
+        gi = int(torch.randint(1, 50, (), generator=g))
+        tracker = int(torch.randint(0, gi, (), generator=g)) if k % 2 else gi - 1
+        scale = float(torch.tensor(2.0 ** float(torch.empty(()).uniform_(-10, 40, generator=g)), dtype=torch.float32))
+        found = (0.0, 1.0)[k // 2]
+        gf = float(1.0 + torch.rand((), generator=g).item() * 3)
+        bf = float(0.1 + torch.rand((), generator=g).item() * 0.8)
+        drawn.append((f"drawn case {k + 1}", scale, tracker, found, gf, bf, gi))
+    return list(_named_update_cases()) + drawn
+
+
+def _named_update_cases():
     #        label                                   scale     tracker found   gf    bf     interval
     yield "no overflow: count one more good step",   65536.0,  5,      0.0,   2.0,  0.5,   2000
     yield "overflow: back off and reset the tracker", 65536.0, 1234,   1.0,   2.0,  0.5,   2000
@@ -199,33 +228,31 @@ def _update_hint(case, got_scale, got_tracker, exp_scale, exp_tracker) -> str:
     return "grow as float32(scale * growth_factor), the product taken in float64"
 
 
-def _update_crash_hint(exc: BaseException) -> str:
-    if "overflow" in str(exc):
+def _update_crash_hint(err: dict) -> str:
+    if "overflow" in err["message"]:
         return ("round to float32 before writing into the float32 tensor, and keep the old scale "
                 "if the grown one is inf (2^128 does not fit in float32)")
     return "your function raised on this input"
 
 
-def check_update(update_scale_) -> None:
-    """Grade ``update_scale_(scale, growth_tracker, found_inf, growth_factor, backoff_factor,
-    growth_interval)``, which updates the 0-dim tensors ``scale`` (float32) and ``growth_tracker``
-    (int32) in place."""
+def _judge_update(cases, result) -> str:
+    """Compare the scale and tracker each call left with :func:`amp_edu.scaler.update_scale_`'s."""
     name = "update_scale_"
-    require_callable(name, update_scale_)
+    if type(result) is not list or len(result) != len(cases):
+        raise fail(name, expected=f"{len(cases)} answers", got=result, hint="the grader could not read the answers")
     n = 0
-    for case in _update_cases():
+    for case, step in zip(cases, result):
         label, scale, tracker, found, gf, bf, gi = case
         exp_s = torch.tensor(scale, dtype=torch.float32)
         exp_t = torch.tensor(tracker, dtype=torch.int32)
         _ref.update_scale_(exp_s, exp_t, torch.tensor(found), gf, bf, gi)
-        got_s = torch.tensor(scale, dtype=torch.float32)
-        got_t = torch.tensor(tracker, dtype=torch.int32)
         shown = (f"{label}: scale={scale!r}, growth_tracker={tracker}, found_inf={found!r}, "
                  f"growth_factor={gf}, backoff_factor={bf}, growth_interval={gi}")
         expected = f"scale={exp_s.item()!r}, growth_tracker={exp_t.item()}"
-        call_learner(name, update_scale_, (got_s, got_t, torch.tensor(found), gf, bf, gi),
-                     input=shown, expected=expected, hint=_update_crash_hint)
-        if got_s.dtype != torch.float32 or got_t.dtype != torch.int32 or got_s.dim() or got_t.dim():
+        returned(name, step["outcome"], input=shown, expected=expected, hint=_update_crash_hint)
+        got_s, got_t = step["scale"], step["growth_tracker"]
+        if not (type(got_s) is torch.Tensor and type(got_t) is torch.Tensor) or got_s.dtype != torch.float32 \
+                or got_t.dtype != torch.int32 or got_s.dim() or got_t.dim():
             raise fail(name, input=shown, expected=expected, got=f"scale {got_s!r}, tracker {got_t!r}",
                        hint="update the tensors you were given in place (fill_ / copy_), keeping their dtypes")
         if not (same_bits(got_s, exp_s) and torch.equal(got_t, exp_t)):
@@ -237,4 +264,10 @@ def check_update(update_scale_) -> None:
             raise fail(name, input=shown, expected=expected,
                        got=f"scale={got_s.item()!r}, growth_tracker={got_t.item()}", hint=hint)
         n += 1
-    passed(name, f"{n} cases")
+    return f"{n} cases"
+
+
+check_update = Check("update_scale_", cases=_update_cases, plan=plan.update, judge=_judge_update, rules=RULES)
+"""Grade ``update_scale_(scale, growth_tracker, found_inf, growth_factor, backoff_factor,
+growth_interval)``, which updates the 0-dim tensors ``scale`` (float32) and ``growth_tracker``
+(int32) in place."""

@@ -39,7 +39,6 @@ import concurrent.futures as cf
 import csv
 import json
 import os
-import shutil
 import signal
 import sys
 import tempfile
@@ -51,7 +50,8 @@ from pathlib import Path
 
 from ..validate import check_int
 from . import grade as G
-from . import integrity, kernel, notebook, reference, sandbox
+from . import integrity, kernel, kernelpackage, notebook, reference, sandbox
+from .judge import Judge
 from .limits import DEFAULT, GradeLimits
 
 NOTEBOOK_ROW = "(notebook)"     # the ``check`` of a row about the notebook as a whole
@@ -166,18 +166,19 @@ class Watch:
 def grade_file(path, *, limits: GradeLimits = DEFAULT, smoke: bool = False,
                stop: threading.Event | None = None, course_checks: bool = True,
                isolation: sandbox.Isolation | None = None, package_root=None,
-               data: bytes | None = None, watch: Watch | None = None) -> NotebookResult:
+               data: bytes | None = None, watch: Watch | None = None, judge: Judge | None = None) -> NotebookResult:
     """Grade one submitted file; never raises for anything the file contains.
 
     ``data``: the file's bytes as read when the run started (default: read now). With
     ``course_checks`` (the default) the notebook must be recognised as a course exercise and is
     graded with the course's checks (:mod:`amp_edu.course.reference`); without, by its own check
-    cells. ``watch`` (made by :func:`grade_class`) hashes the package and submissions around it.
+    cells. ``watch`` (made by :func:`grade_class`) hashes the package and submissions around it;
+    ``judge`` (made by :func:`grade_class`) decides the course checks. ``package_root``: the kernel
+    package (:mod:`.kernelpackage`); ``None`` builds one for this notebook.
     """
     path = Path(path)
     res = NotebookResult(_display(path))
     t0 = time.monotonic()
-    package_root = package_root or kernel.ROOT
     with tempfile.TemporaryDirectory(prefix="amp_edu_grade_") as tmp:
         try:
             copy = Path(tmp) / "submission.ipynb"
@@ -193,19 +194,20 @@ def grade_file(path, *, limits: GradeLimits = DEFAULT, smoke: bool = False,
             exercise = None
             if course_checks:
                 refs = reference.course_checks()
-                lesson, how = reference.recognise(nb, path.name, refs)
+                lesson, how = reference.recognise(nb, path, refs)
                 if lesson is None:
                     raise ValueError(how + " (grade an instructor's own exercises with --own-checks)")
                 res.exercise = f"{lesson[:-len('.ipynb')]} ({how})"
+                res.notes += [f"flagged: {f}" for f in reference.other_exercises(nb, lesson, refs)]
                 exercise = reference.lesson_checks(refs, lesson)
             if watch is not None and watch.package_changed():
                 raise ValueError("not graded: the course package changed during this run ("
                                  + "; ".join(watch.package_changed()[:3]) + "); restore it and grade again")
             graded = G.grade_notebook(nb, tmp, exercise=exercise, limits=limits, smoke=smoke, stop=stop,
-                                      isolation=isolation, package_root=package_root)
+                                      isolation=isolation, package_root=package_root, judge=judge)
             if watch is not None:
                 graded.mark_tampered(watch.changes())
-            res.checks, res.findings, res.notes = graded.checks, graded.findings, graded.notes
+            res.checks, res.findings, res.notes = graded.checks, graded.findings, res.notes + graded.notes
         except (ValueError, OSError, kernel.KernelError, G.GradingInterrupted) as exc:
             if stop is not None and stop.is_set():
                 res.error, res.interrupted = "not graded: the run was interrupted", True
@@ -241,10 +243,12 @@ def grade_class(paths, *, jobs: int = 1, limits: GradeLimits = DEFAULT, smoke: b
             data[f] = None                     # grade_file reports the error
     stop = stop or threading.Event()
     results: dict[Path, NotebookResult] = {}
-    with tempfile.TemporaryDirectory(prefix="amp_edu_course_") as private:
-        # The kernels import a private copy of the package taken now: an edit to the checkout
-        # during the run changes nothing, and a change to the copy can only come from a kernel.
-        shutil.copytree(source / "amp_edu", Path(private) / "amp_edu")
+    judge = Judge(env={"AMP_EDU_SMOKE": "1" if smoke else "0"})
+    with tempfile.TemporaryDirectory(prefix="amp_edu_course_") as private, judge:
+        # The kernels import a private copy of the package taken now, without the checks
+        # (kernelpackage): an edit to the checkout during the run changes nothing, and a change
+        # to the copy can only come from a kernel.
+        kernelpackage.build(private, source)
         # In the sandbox a kernel cannot write the submissions or the checkout (a change there is
         # someone else's: not the notebook's); without one, both are watched too.
         folders = [] if isolation.sandboxed else [p for p in map(Path, paths) if p.is_dir()]
@@ -253,7 +257,8 @@ def grade_class(paths, *, jobs: int = 1, limits: GradeLimits = DEFAULT, smoke: b
         pool = cf.ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="grade")
         try:
             _run_pool(pool, files, results, stop, progress, data, limits=limits, smoke=smoke,
-                      course_checks=course_checks, isolation=isolation, package_root=private, watch=watch)
+                      course_checks=course_checks, isolation=isolation, package_root=private, watch=watch,
+                      judge=judge)
         except BaseException:
             stop.set()                        # e.g. a second Ctrl-C: the workers' kernels stop too
             raise

@@ -146,9 +146,17 @@ CHECKLIST = Path(__file__).with_name("checklist.py")      # the grader's list of
 
 def expected_checklist(solutions_dir: Path | None = None) -> str:
     """The text :data:`CHECKLIST` should hold (:func:`amp_edu.course.reference.checklist_text`)."""
-    from .reference import checklist_text, from_solutions
+    from .grade import check_cells
+    from .reference import cell_digest, checklist_text, from_solutions
 
-    return checklist_text(from_solutions(Path(solutions_dir or checkout_root() / "solutions")))
+    solutions_dir = Path(solutions_dir or checkout_root() / "solutions")
+    given = {}
+    for path in sorted(solutions_dir.glob("*.ipynb")):
+        nb = exercise(path)
+        checks = {i for i, _ in check_cells(nb)}
+        given[path.name] = sorted({cell_digest(c.source) for i, c in enumerate(nb.cells)
+                                   if c.cell_type == "code" and i not in checks and c.source.strip()})
+    return checklist_text(from_solutions(solutions_dir), given)
 
 
 def generate(solutions_dir: Path | None = None, exercises_dir: Path | None = None) -> list[Path]:

@@ -13,14 +13,20 @@ the run — exactly like "Run All" with errors allowed. Each check ends with one
 ``tampered``  the notebook changed what the checks run (:mod:`amp_edu.course.integrity`): never a pass.
 
 **A course exercise** (``exercise`` given: the lesson's :class:`~amp_edu.course.reference.ReferenceCheck`
-list) is graded with the course's checks, not with what its cells say. Before the first cell the
-grader installs its guard in the kernel (:func:`amp_edu.course.integrity.install`); each check cell
-is replaced by the course's call, evaluated through the protocol's ``user_expressions`` on the
-function the guard holds, between two snapshots that the grader compares with the first. A check
-cell that differs from the course's is reported ``edited``; a check of the exercise that the
-notebook lacks is an ``error`` naming it; a ``# CHECK:`` line that is not one of the exercise's is
-run as ordinary code and noted. **An instructor's own exercise** (``exercise=None``) runs its check
-cells as they are.
+list) is graded with the course's checks, and **decided outside the kernel**. For each check cell
+the grader draws a fresh seed; the judge (:mod:`amp_edu.course.judge`, a process that never runs
+learner code) writes that seed's cases to a file; the kernel runs only the check's *plan* on the
+learner's functions (evaluated through the protocol's ``user_expressions``, whatever the cell now
+says) and writes what they returned, by value (:mod:`amp_edu.plans.byvalue`); the judge reads it
+and decides. The kernel imports a copy of the package without the checks
+(:mod:`amp_edu.course.kernelpackage`), so no expected value is ever in the learner's process.
+What the exercise forbids (:mod:`amp_edu.checks.rules`) is looked for in every code cell, and a use
+fails the check it belongs to. Around each check the guard's snapshots (:mod:`amp_edu.course.integrity`)
+are compared with the first: a change marks the notebook ``tampered`` — a report, since no verdict
+depends on the kernel. A check cell that differs from the course's is reported ``edited``; a
+check of the exercise that the notebook lacks is an ``error`` naming it; a ``# CHECK:`` line that
+is not one of the exercise's is run as ordinary code and noted. **An instructor's own exercise**
+(``exercise=None``) runs its check cells as they are, in the kernel.
 
 Limits (:class:`~amp_edu.course.limits.GradeLimits`): each cell may run ``cell_s`` seconds, the
 whole notebook ``notebook_s``. A cell past its limit, or a kernel that dies (``os._exit``, a
@@ -35,7 +41,9 @@ The learner's file is only read: the kernel runs in ``cwd`` (a temporary folder 
 from __future__ import annotations
 
 import ast
+import importlib
 import json
+import os
 import re
 import secrets
 import tempfile
@@ -45,8 +53,10 @@ from dataclasses import dataclass, field
 
 import nbformat
 
-from . import integrity, reference
-from .kernel import Kernel, KernelError
+from ..checks.rules import grader_internals, violations
+from . import integrity, kernelpackage, reference
+from .judge import Judge, JudgeError
+from .kernel import ROOT, Kernel, KernelError
 from .limits import DEFAULT, GradeLimits
 from .sandbox import Isolation
 
@@ -158,12 +168,14 @@ def _store_outputs(cell, run, count: int, error: dict | None = None) -> None:
 def grade_notebook(nb, cwd=None, *, exercise: dict[str, reference.ReferenceCheck] | None = None,
                    limits: GradeLimits = DEFAULT, smoke: bool = False,
                    stop: threading.Event | None = None, isolation: Isolation | None = None,
-                   package_root=None) -> Graded:
+                   package_root=None, judge: Judge | None = None) -> Graded:
     """Run ``nb`` (outputs are stored in it) and grade it; see the module docstring.
 
     ``exercise``: the course checks of the exercise ``nb`` is (``None``: grade its own check cells).
     ``cwd`` is the kernel's working folder (a fresh temporary one if ``None``); ``isolation`` and
-    ``package_root`` are passed to :class:`~amp_edu.course.kernel.Kernel`. Raises ``ValueError`` if
+    ``package_root`` are passed to :class:`~amp_edu.course.kernel.Kernel` (for a course exercise,
+    ``None`` builds a kernel package without the checks for this notebook); ``judge`` decides the
+    course checks (``None``: a judge process for this notebook). Raises ``ValueError`` if
     there is nothing to grade, :class:`~amp_edu.course.kernel.KernelError` if the kernel does not
     start, :class:`GradingInterrupted` if ``stop`` is set meanwhile.
     """
@@ -174,15 +186,27 @@ def grade_notebook(nb, cwd=None, *, exercise: dict[str, reference.ReferenceCheck
     if exercise is not None and not exercise:
         raise ValueError("exercise must name at least one course check")
     with tempfile.TemporaryDirectory(prefix="amp_edu_grade_") as tmp:
-        return _Run(nb, str(cwd or tmp), exercise, limits, smoke, stop, isolation, package_root).go()
+        if exercise is not None and package_root is None:
+            package_root = kernelpackage.build(os.path.join(tmp, "package"), ROOT)
+        own_judge = judge is None and exercise is not None
+        if own_judge:
+            judge = Judge(env={"AMP_EDU_SMOKE": "1" if smoke else "0"})
+        try:
+            return _Run(nb, str(cwd or os.path.join(tmp, "work")), exercise, limits, smoke, stop, isolation,
+                        package_root, judge).go()
+        finally:
+            if own_judge:
+                judge.close()
 
 
 class _Run:
     """One notebook's grading (the state the cell loop shares)."""
 
-    def __init__(self, nb, cwd, exercise, limits, smoke, stop, isolation, package_root):
+    def __init__(self, nb, cwd, exercise, limits, smoke, stop, isolation, package_root, judge):
         self.nb, self.cwd, self.exercise, self.limits = nb, cwd, exercise, limits
         self.smoke, self.stop, self.isolation, self.package_root = smoke, stop, isolation, package_root
+        self.judge = judge
+        os.makedirs(cwd, exist_ok=True)
         self.out = Graded()
         self.results: dict[int, CheckResult] = {}
         self.halted: tuple[str, str] | None = None       # (status, why) for the checks that never ran
@@ -232,17 +256,35 @@ class _Run:
             present = set(checks.values())
             self.out.checks += [CheckResult(n, -1, False, MISSING.format(name=n), "error")
                                 for n in self.exercise if n not in present]
+            self._rules(checks)
         self.out.mark_tampered([])
         return self.out
 
     def _edited(self, i: int, name: str) -> bool:
         return self.exercise is not None and reference.is_edited(self.nb.cells[i].source, self.exercise[name])
 
+    # -- the exercise's rules ------------------------------------------------------------------
+    def _rules(self, checks: dict[int, str]) -> None:
+        """A use of something the exercise forbids fails the check whose rule it breaks."""
+        sources = [(cell_label(self.nb, i), c.source) for i, c in enumerate(self.nb.cells)
+                   if c.cell_type == "code" and i not in checks]
+        for name, ref in self.exercise.items():
+            rules = getattr(getattr(importlib.import_module(ref.module), ref.function), "rules", ())
+            found = violations(sources, rules)
+            result = next((r for r in self.out.checks if r.name == name), None)
+            if found and result is not None and result.status in ("pass", "fail"):
+                result.ok, result.status = False, "fail"
+                result.message = (f"FAIL {name}\n  rule:     {found[0]}\n"
+                                  f"  hint:     the exercise forbids this ({found[0]}): write it yourself\n"
+                                  f"(the values themselves: {first_line(result.message)})")
+        given = reference.given_cells()
+        written = [(where, src) for (where, src) in sources if reference.cell_digest(src) not in given]
+        self.out.mark_tampered(grader_internals(written, kernelpackage.exercise_names()))
+
     # -- the guard -----------------------------------------------------------------------------
     def _install(self, k: Kernel) -> None:
-        spec = {n: (r.module, r.function) for n, r in self.exercise.items()}
         code = (f"__import__('amp_edu.course.integrity', fromlist=['install'])"
-                f".install(get_ipython(), {self.token!r}, {spec!r})")
+                f".install(get_ipython(), {self.token!r})")
         run = k.run(code, timeout=self._left(), store_history=False,
                     expressions={"snapshot": f"{self.handle}.snapshot()"})
         if run.status != "ok":
@@ -289,22 +331,60 @@ class _Run:
                 return
             count += 1
             course = self.exercise is not None and i in checks
+            judged = None
             if course:
-                ref = self.exercise[checks[i]]
-                call = f"{self.handle}.run({checks[i]!r}{', ' if ref.args else ''}{ref.args})"
-                snap = f"{self.handle}.snapshot()"
-                run = k.run("", timeout=limit, store_history=False,
-                            expressions={"before": snap, "check": call, "after": snap})
+                run, judged = self._course_check(k, i, checks[i], limit)
+                if run is None:
+                    continue
             else:
                 run = k.run(cell.source, timeout=limit)
             verdict = run.expressions.get("check") if course and run.status == "ok" else None
             _store_outputs(cell, run, count, verdict if verdict and verdict.get("status") == "error" else None)
-            if not self._outcome(i, checks, run, limit, verdict):
+            if judged is not None:
+                cell.outputs.append(nbformat.v4.new_output("stream", name="stdout", text=judged["message"] + "\n"))
+            if not self._outcome(i, checks, run, limit, verdict, judged):
                 return
             if course and run.status == "ok":
                 self._verify(run)
 
-    def _outcome(self, i, checks, run, limit, verdict) -> bool:
+    def _course_check(self, k: Kernel, i: int, name: str, limit: float):
+        """Run check ``name``'s plan in the kernel between two snapshots, and have the judge decide:
+        ``(the kernel's run, the judge's verdict or None)``; ``(None, None)`` when the judge failed
+        (the check is then an ``error``)."""
+        ref = self.exercise[name]
+        seed = secrets.randbits(62)                     # never sent to the kernel
+        tag = f"{self.token}_{i}"
+        inputs, outputs = (os.path.join(self.cwd, f".amp_edu_{what}_{tag}.bin") for what in ("cases", "answer"))
+        ask = {"module": ref.module, "function": ref.function, "seed": seed}
+        try:
+            where = self.judge.ask({"op": "inputs", "path": inputs, **ask}, timeout=limit)
+            if "plan" not in where:
+                raise JudgeError(where.get("message", "no plan"))
+        except JudgeError as exc:
+            self.results[i] = CheckResult(name, i, False, f"the grader's judge failed: {exc}", "error",
+                                          self._edited(i, name))
+            return None, None
+        module, function = where["plan"]
+        call = (f"{self.handle}.run({module!r}, {function!r}, {inputs!r}, {outputs!r}"
+                f"{', ' if ref.args else ''}{ref.args})")
+        snap = f"{self.handle}.snapshot()"
+        run = k.run("", timeout=limit, store_history=False,
+                    expressions={"before": snap, "check": call, "after": snap})
+        reply = run.expressions.get("check") or {}
+        if run.status != "ok" or reply.get("status") != "ok":
+            return run, None
+        try:
+            judged = self.judge.ask({"op": "verdict", "path": outputs, **ask}, timeout=self.limits.cell_s)
+        except JudgeError as exc:
+            judged = {"status": "error", "message": f"the grader's judge failed: {exc}"}
+        for path in (inputs, outputs):
+            try:
+                os.remove(path)
+            except OSError:
+                pass
+        return run, judged
+
+    def _outcome(self, i, checks, run, limit, verdict, judged=None) -> bool:
         """Record what cell ``i`` did; ``False`` when the run cannot go on."""
         where = cell_label(self.nb, i)
         name = checks.get(i)
@@ -331,7 +411,14 @@ class _Run:
             if run.status == "error":
                 self.last_error = f"{where} raised {run.ename}: {first_line(run.evalue)}"
             return True
-        if verdict is not None:                       # a course check, evaluated as an expression
+        if judged is not None:                        # a course check, decided by the judge
+            status = {"pass": "pass", "fail": "fail"}.get(judged.get("status"), "error")
+            res = CheckResult(name, i, status == "pass", str(judged.get("message", "")), status, edited)
+            if edited:
+                res.message += f"\n({EDITED_NOTE})"
+            self.results[i] = res
+            return True
+        if verdict is not None:                       # the plan's expression raised in the kernel
             status = "ok" if verdict.get("status") == "ok" else "error"
             ename, evalue = verdict.get("ename", ""), verdict.get("evalue", "")
         else:

@@ -1,34 +1,32 @@
-"""Did the learner's code change what the checks run? The grader's guard inside each kernel.
+"""The grader's second line of defence: did the learner's code change the kernel around a check?
 
-A check runs in the learner's kernel, next to the learner's code, so the code can try to change
-the check instead of answering it: rebind ``check_decode`` in the notebook, replace the function
-in ``amp_edu.checks.l01`` or its ``__code__``, put a fake module into ``sys.modules``, patch a
-builtin (``isinstance``) or a torch function the check compares with, or install an IPython input
-transformer that wraps every later cell in ``try/except``. The grader answers in three steps:
+No grade depends on this module. A check's verdict is reached outside the kernel, by value
+(:mod:`amp_edu.course.judge`): the kernel only runs the check's *plan*, which calls the learner's
+functions and writes what they returned to a file of plain values. A learner who patches torch, a
+builtin or the plan itself can at most change what the plan writes — which is no more than a
+wrong (or right) answer of their own. What this guard adds is a *report*: a notebook that rewires
+the machinery is marked ``tampered`` (never ``pass``) and the finding is named, so an instructor
+sees the attempt even where it gained nothing.
 
 1. **Before the learner's first cell**, :func:`install` (run by the grader in the fresh kernel)
-   imports the lesson's check modules, keeps the check functions in a :class:`Guard`, and takes a
-   :meth:`Guard.snapshot`: the identity of every ``amp_edu`` module in ``sys.modules``, of every
-   function and class in them (and of each function's code, defaults and closure), of every
-   builtin, of torch's functions and ``Tensor`` methods, of the IPython machinery that evaluates
-   the check (its transformers, the shell's and kernel's methods), and of the trace/profile hooks.
-   The grader keeps that snapshot on its side.
-2. **A check cell is not run from its source.** The grader evaluates the check through the kernel
+   creates a :class:`Guard` holding the plan runner and takes a :meth:`Guard.snapshot`: the
+   identity of every ``amp_edu`` module in ``sys.modules``, of every function and class in them
+   (and of each function's code, defaults and closure), of every builtin, of torch's functions and
+   ``Tensor`` methods, of the IPython machinery that evaluates the check (its transformers, the
+   shell's and kernel's methods), and of the trace/profile hooks. The grader keeps that snapshot.
+2. **A check cell is not run from its source.** The grader evaluates the plan through the kernel
    protocol's ``user_expressions`` — plain ``eval``, which no input or AST transformer sees —
-   calling the function the guard holds (``guard.run("decode", decode)``), never a name from the
-   learner's namespace. A snapshot is taken right before and right after.
+   calling the runner the guard holds (``guard.run(plan_module, plan, inputs, outputs, decode)``).
+   A snapshot is taken right before and right after.
 3. **The grader compares** (:func:`compare`) each snapshot with the first one, on its own side:
-   anything replaced is a *finding* ("builtins.isinstance was replaced", "the notebook rebound
-   check_decode", ...) and the notebook's checks are ``tampered``, never ``pass``.
+   anything replaced is a *finding* ("builtins.isinstance was replaced", ...) and the notebook's
+   checks are ``tampered``.
 
 Outside the kernel, where learner code cannot reach, :func:`tree_digest` hashes the course package
 and the submissions before and after each notebook (the class grader compares them).
 
-What this does **not** stop: code in the same process can, in principle, reach the guard itself
-(it lives in the kernel) and fake its answers; a learner who writes a cheat against this module's
-source is detected only by what the grader checks outside the kernel. That is why the kernel also
-runs in a sandbox (:mod:`amp_edu.course.sandbox`) where the package, the other submissions and the
-instructor's files cannot be written or seen.
+The guard lives in the kernel, so code written against it can fake its snapshots; that changes a
+report, not a grade.
 """
 
 from __future__ import annotations
@@ -95,35 +93,26 @@ def _ours(name: str) -> bool:
 
 
 class Guard:
-    """Holds the course's check functions and takes snapshots; created by :func:`install`."""
+    """Runs the check plans and takes snapshots; created by :func:`install` before any learner code."""
 
-    def __init__(self, shell, checks: dict[str, tuple[str, str]]):
-        # checks: {check name: (module, function name)}, e.g. {"decode": ("amp_edu.checks.l01", "check_decode")}
+    def __init__(self, shell):
         self._shell = shell
-        self._names = {name: fn for name, (_, fn) in checks.items()}
-        self._modules = {m: importlib.import_module(m) for m in sorted({m for m, _ in checks.values()})}
-        self._checks = {name: getattr(self._modules[m], fn) for name, (m, fn) in checks.items()}
+        self._runner = importlib.import_module("amp_edu.plans.runner")
+        self._run = self._runner.run
         self._keep: list = []           # what a snapshot names stays alive, so no id is reused
         self._torch_dir: str | None = None
 
-    def run(self, name: str, *args):
-        """Call the course's check ``name`` on the learner's answer."""
-        return self._checks[name](*args)
+    def run(self, plan_module: str, plan_name: str, inputs: str, outputs: str, *learner) -> None:
+        """Run the plan ``plan_module.plan_name`` on the learner's functions (:func:`amp_edu.plans.runner.run`)."""
+        if not (plan_module == "amp_edu.plans" or plan_module.startswith("amp_edu.plans.")):
+            raise ValueError(f"not a course plan: {plan_module}")
+        plan = getattr(importlib.import_module(plan_module), plan_name)
+        self._run(plan, inputs, outputs, *learner)
 
     # -- snapshots -----------------------------------------------------------------------------
     def _add(self, out: dict, key: str, value) -> None:
         self._keep.append(value)
         out[key] = _value_id(value)
-
-    def _namespace(self, out: dict) -> None:
-        ns = self._shell.user_ns if self._shell is not None else {}
-        for name, fn_name in self._names.items():
-            check = self._checks[name]
-            for bound, want in [(fn_name, check)] + [(m.rsplit(".", 1)[1], self._modules[m])
-                                                    for m in self._modules]:
-                got = ns.get(bound, _ABSENT)
-                out[f"namespace {bound}"] = ("absent" if got is _ABSENT else "course" if got is want
-                                             else f"other {type(got).__name__}")
 
     def _module(self, out: dict, name: str, mod) -> None:
         self._add(out, f"sys.modules[{name!r}]", mod)
@@ -161,9 +150,7 @@ class Guard:
         for name, mod in sorted(sys.modules.items()):
             if _ours(name) and mod is not None:
                 self._module(out, name, mod)
-        for name, check in self._checks.items():
-            self._add(out, f"check {name}", check)
-        self._namespace(out)
+        self._add(out, "the plan runner", self._run)
         self._add(out, "sys.modules['builtins']", sys.modules.get("builtins"))
         self._add(out, "builtins.__dict__", builtins.__dict__)
         for attr, v in list(vars(builtins).items()):
@@ -207,9 +194,9 @@ _ABSENT = object()
 _BUILTINS_THAT_CHANGE = frozenset({"_", "__", "___"})
 
 
-def install(shell, token: str, checks: dict[str, tuple[str, str]]) -> Guard:
+def install(shell, token: str) -> Guard:
     """Create the guard in a fresh kernel and bind it as ``_amp_edu_grader_<token>`` there."""
-    guard = Guard(shell, checks)
+    guard = Guard(shell)
     (shell.user_ns if shell is not None else globals())[HANDLE + token] = guard
     return guard
 

@@ -19,6 +19,7 @@ Check names are unique across the course (``tests/test_grade_reference.py`` chec
 from __future__ import annotations
 
 import ast
+import hashlib
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -97,10 +98,28 @@ CHECKLIST_HEADER = (
     'knows them too. Do not edit: tests/test_course.py fails when it differs from solutions/."""\n\n')
 
 
-def checklist_text(refs: dict[str, ReferenceCheck]) -> str:
-    """The source of :mod:`amp_edu.course.checklist` for ``refs``."""
+def cell_digest(source: str) -> str:
+    """A short digest of a code cell's source (trailing whitespace aside): how the grader tells the
+    cells an exercise gives from the cells a learner wrote."""
+    return hashlib.sha256(_norm(source).encode()).hexdigest()[:16]
+
+
+def checklist_text(refs: dict[str, ReferenceCheck], given: dict[str, list[str]]) -> str:
+    """The source of :mod:`amp_edu.course.checklist` for ``refs`` and the exercises' ``given`` cells
+    (``{lesson: [cell_digest, ...]}``: every code cell an exercise hands the learner, checks aside)."""
     rows = "".join(f"    {name!r}: {dict(vars(r))!r},\n" for name, r in refs.items())
-    return CHECKLIST_HEADER + "CHECKS = {\n" + rows + "}\n"
+    given_rows = "".join(f"    {lesson!r}: {digests!r},\n" for lesson, digests in sorted(given.items()))
+    return (CHECKLIST_HEADER + "CHECKS = {\n" + rows + "}\n\n"
+            "# the code cells each exercise hands out (reference.cell_digest), checks aside\n"
+            "GIVEN = {\n" + given_rows + "}\n")
+
+
+def given_cells() -> frozenset[str]:
+    """The digests of the code cells the exercises hand out (from the checklist): a learner may
+    hand one exercise in as another, and its cells are still the course's, not the learner's."""
+    from .checklist import GIVEN
+
+    return frozenset(d for digests in GIVEN.values() for d in digests)
 
 
 @lru_cache(maxsize=4)
@@ -119,22 +138,32 @@ def lesson_checks(refs: dict[str, ReferenceCheck], lesson: str) -> dict[str, Ref
     return {n: r for n, r in refs.items() if r.lesson == lesson}
 
 
-def recognise(nb, filename: str, refs: dict[str, ReferenceCheck]) -> tuple[str | None, str]:
+def _lesson_of_name(name: str, lessons: list[str]) -> str | None:
+    return next((lesson for lesson in lessons if name.startswith(lesson[:-len(".ipynb")])), None)
+
+
+def recognise(nb, path, refs: dict[str, ReferenceCheck]) -> tuple[str | None, str]:
     """``(lesson file, how it was recognised)``, or ``(None, why not)``.
 
-    Tried in order: the notebook's ``amp_edu`` metadata, its file name, nbgrader's ``check_<name>``
-    cell ids, the course check names among its ``# CHECK:`` lines (the lesson most of them belong to).
+    The hand-in decides first: the file's name (``01_number_formats*.ipynb``), then the folder it
+    was collected in (nbgrader's ``submitted/<student>/01_number_formats/``). Only a file named
+    for no exercise is recognised by what it holds: its ``amp_edu`` metadata, nbgrader's
+    ``check_<name>`` cell ids, the course check names among its ``# CHECK:`` lines (the lesson most
+    of them belong to). What the notebook says against its name is :func:`other_exercises`.
     """
     from .grade import check_cells
 
+    path = Path(path)
     lessons = sorted({r.lesson for r in refs.values()})
-    meta = nb.get("metadata", {}).get(METADATA_KEY, {})
-    stem = meta.get("exercise") if isinstance(meta, dict) else None
-    if isinstance(stem, str) and f"{stem}.ipynb" in lessons:
-        return f"{stem}.ipynb", f"its metadata says {stem}"
-    for lesson in lessons:
-        if Path(filename).name.startswith(lesson[:-len(".ipynb")]):
-            return lesson, "by its file name"
+    by_name = _lesson_of_name(path.name, lessons)
+    if by_name:
+        return by_name, "by its file name"
+    by_folder = _lesson_of_name(path.parent.name, lessons) if path.parent.name else None
+    if by_folder:
+        return by_folder, "by the folder it was handed in under"
+    meta = _metadata_lesson(nb, lessons)
+    if meta:
+        return meta, f"its metadata says {meta[:-len('.ipynb')]}"
     ids = [c.get("metadata", {}).get("nbgrader", {}).get("grade_id", "") for c in nb.cells]
     by_id = [refs[i[len("check_"):]].lesson for i in ids
              if isinstance(i, str) and i.startswith("check_") and i[len("check_"):] in refs]
@@ -145,3 +174,26 @@ def recognise(nb, filename: str, refs: dict[str, ReferenceCheck]) -> tuple[str |
             return best, how
     return None, ("not recognised as a course exercise: no amp_edu metadata, its file name does not "
                   "start with a lesson's (e.g. 01_number_formats), and it holds none of the course's checks")
+
+
+def _metadata_lesson(nb, lessons: list[str]) -> str | None:
+    meta = nb.get("metadata", {}).get(METADATA_KEY, {})
+    stem = meta.get("exercise") if isinstance(meta, dict) else None
+    return f"{stem}.ipynb" if isinstance(stem, str) and f"{stem}.ipynb" in lessons else None
+
+
+def other_exercises(nb, lesson: str, refs: dict[str, ReferenceCheck]) -> list[str]:
+    """What in ``nb`` names an exercise other than ``lesson`` (the one its hand-in says): its
+    metadata, or its ``# CHECK:`` cells — a solved notebook of one exercise handed in as another."""
+    from .grade import check_cells
+
+    out = []
+    lessons = sorted({r.lesson for r in refs.values()})
+    meta = _metadata_lesson(nb, lessons)
+    if meta and meta != lesson:
+        out.append(f"its metadata says {meta[:-len('.ipynb')]}, but it was handed in as {lesson[:-len('.ipynb')]}")
+    others = sorted({refs[n].lesson for _, n in check_cells(nb) if n in refs and refs[n].lesson != lesson})
+    if others:
+        out.append(f"it holds checks of {', '.join(o[:-len('.ipynb')] for o in others)}, but it was handed in "
+                   f"as {lesson[:-len('.ipynb')]}")
+    return out
