@@ -5,6 +5,7 @@ import torch
 
 from amp_edu.checks import l02
 from amp_edu.checks.core import CheckFailed
+from amp_edu.plans import byvalue
 
 
 def ref_fraction(grads, scale):
@@ -94,3 +95,105 @@ def test_wrong_lost_updates_fail(wrong, hint):
     with pytest.raises(CheckFailed) as e:
         l02.check_lost_updates(wrong)
     assert hint in str(e.value), str(e.value)
+
+
+# --- the check in three parts: drawn cases, answers by value ------------------------------------
+def run_seed(check, fn, seed):
+    """What the class grader does with seed ``seed``: the plan on by-value cases, the verdict on
+    the by-value result."""
+    cases = check.cases(seed)
+    sent = {"learner": [{"callable": True, "type": "function"}],
+            "result": check.plan(byvalue.roundtrip(cases), fn)}
+    return check.verdict(cases, byvalue.roundtrip(sent))
+
+
+@pytest.mark.parametrize("check, fn", [(l02.check_underflow_fraction, ref_fraction),
+                                       (l02.check_lost_updates, ref_lost)], ids=["underflow", "lost"])
+def test_drawn_cases_differ_by_seed_and_the_reference_passes_for_each(check, fn):
+    assert byvalue.dumps(check.cases(1)) != byvalue.dumps(check.cases(2))
+    assert byvalue.dumps(check.cases(5)) == byvalue.dumps(check.cases(5))
+    for seed in (0, 1, 2, 12345):
+        assert run_seed(check, fn, seed).startswith(f"PASS {check.name}: ")
+
+
+def test_the_pass_line_is_returned_and_counts_every_case(capsys):
+    line = l02.check_underflow_fraction(ref_fraction)
+    assert line == f"PASS underflow_fraction: {len(l02.check_underflow_fraction.cases(0))} cases"
+    assert l02.check_lost_updates(ref_lost) == f"PASS lost_updates: {len(l02.check_lost_updates.cases(0))} cases"
+
+
+class AlwaysEqual(float):
+    def __eq__(self, other):
+        return True
+
+    __hash__ = float.__hash__
+
+
+class LyingTensor(torch.Tensor):
+    """A tensor subclass that says it equals anything."""
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        if func in (torch.equal, torch.allclose):
+            return True
+        return super().__torch_function__(func, types, args, kwargs or {})
+
+
+def test_a_lying_float_fails():
+    with pytest.raises(CheckFailed, match="FAIL underflow_fraction"):
+        l02.check_underflow_fraction(lambda grads, scale: AlwaysEqual(0.5))
+    # even holding the right value: it is not a plain float
+    with pytest.raises(CheckFailed, match="float subclass"):
+        l02.check_underflow_fraction(lambda grads, scale: AlwaysEqual(ref_fraction(grads, scale)))
+
+
+def test_a_lying_tensor_fails():
+    with pytest.raises(CheckFailed, match="bool tensor"):
+        l02.check_lost_updates(lambda w, u: ref_lost(w, u).as_subclass(LyingTensor))
+
+
+def test_reading_the_expected_value_from_the_callers_frames_finds_nothing():
+    import sys
+
+    def snoop(grads, scale):
+        frame = sys._getframe(1)
+        while frame is not None:
+            if "expected" in frame.f_locals:
+                return frame.f_locals["expected"]
+            frame = frame.f_back
+        return 0.25
+    with pytest.raises(CheckFailed, match="FAIL underflow_fraction"):
+        l02.check_underflow_fraction(snoop)
+
+
+def test_answers_replayed_from_the_self_check_seed_fail_on_another_seed():
+    answers = [ref_fraction(*case) for case in l02.check_underflow_fraction.cases(0)]
+    calls = iter(range(10 ** 6))
+
+    def replay(grads, scale):
+        return answers[next(calls)]
+    assert run_seed(l02.check_underflow_fraction, replay, 0).startswith("PASS")
+    calls = iter(range(10 ** 6))
+    with pytest.raises(CheckFailed, match="FAIL underflow_fraction"):
+        run_seed(l02.check_underflow_fraction, replay, 1)
+
+
+def test_changing_the_gradients_in_place_fails():
+    def scales_in_place(grads, scale):
+        answer = ref_fraction(grads, scale)
+        for g in grads:
+            g.mul_(scale).abs_()
+        return answer
+    with pytest.raises(CheckFailed, match="only read") as e:
+        l02.check_underflow_fraction(scales_in_place)
+    assert "`grads`" in str(e.value)
+
+
+def test_changing_the_weight_in_place_fails():
+    def steps_in_place(w, u):
+        answer = ref_lost(w, u)
+        w.sub_(u.half())
+        return answer
+    with pytest.raises(CheckFailed, match="only read") as e:
+        l02.check_lost_updates(steps_in_place)
+    assert "`weight`" in str(e.value)

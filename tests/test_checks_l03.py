@@ -7,6 +7,16 @@ import torch
 
 from amp_edu.checks import l03
 from amp_edu.checks.core import CheckFailed
+from amp_edu.plans import byvalue
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """The models are tiny: one thread avoids thread start-up costs (as the lesson's notebook does)."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
 
 
 def ref_scale(grads):
@@ -158,3 +168,123 @@ def test_swapped_loss_arguments_fail_on_the_asymmetric_loss():
     with pytest.raises(CheckFailed, match="not symmetric") as err:
         l03.check_scaled_step(swapped)
     assert "a loss that is not symmetric" in str(err.value)
+
+
+# --- the check in three parts: drawn cases, answers by value ------------------------------------
+def run_seed(check, fn, seed):
+    """What the class grader does with seed ``seed``: the plan on by-value cases, the verdict on
+    the by-value result."""
+    cases = check.cases(seed)
+    sent = {"learner": [{"callable": True, "type": "function"}],
+            "result": check.plan(byvalue.roundtrip(cases), fn)}
+    return check.verdict(cases, byvalue.roundtrip(sent))
+
+
+@pytest.mark.parametrize("check, fn", [(l03.check_choose_scale, ref_scale), (l03.check_scaled_step, make_step())],
+                         ids=["choose_scale", "scaled_step"])
+def test_drawn_cases_differ_by_seed_and_the_reference_passes_for_each(check, fn):
+    assert byvalue.dumps(check.cases(1)) != byvalue.dumps(check.cases(2))
+    assert byvalue.dumps(check.cases(5)) == byvalue.dumps(check.cases(5))
+    for seed in (0, 1, 2, 12345):
+        assert run_seed(check, fn, seed).startswith(f"PASS {check.name}: ")
+
+
+def test_the_pass_lines_are_returned():
+    assert l03.check_choose_scale(ref_scale) == f"PASS choose_scale: {len(l03.check_choose_scale.cases(0))} cases"
+    n = len(l03.check_scaled_step.cases(0))
+    assert n == len(l03._SCENARIOS) + 2
+    assert l03.check_scaled_step(make_step()) == f"PASS scaled_step: {n} scenarios"
+
+
+def test_drawn_scale_cases_sit_on_a_boundary_every_other_time():
+    drawn = l03._drawn_scale(7)
+    on_edge = [max(float(g.abs().max()) for g in grads) * l03.reference_choose_scale(grads) == 65504.0
+               for (grads,) in drawn]
+    assert on_edge[1::2] == [True] * (len(drawn) // 2)
+
+
+class AlwaysEqual(float):
+    def __eq__(self, other):
+        return True
+
+    __hash__ = float.__hash__
+
+
+class LyingTensor(torch.Tensor):
+    """A tensor subclass that says it equals anything."""
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        if func in (torch.equal, torch.allclose):
+            return True
+        return super().__torch_function__(func, types, args, kwargs or {})
+
+
+def test_a_lying_float_fails_even_holding_the_right_value():
+    with pytest.raises(CheckFailed, match="float subclass"):
+        l03.check_choose_scale(lambda gs: AlwaysEqual(ref_scale(gs)))
+
+
+def test_answers_replayed_from_the_self_check_seed_fail_on_another_seed():
+    answers = [ref_scale(*case) for case in l03.check_choose_scale.cases(0)]
+    calls = iter(range(10 ** 6))
+
+    def replay(grads):
+        return answers[next(calls)]
+    assert run_seed(l03.check_choose_scale, replay, 0).startswith("PASS")
+    calls = iter(range(10 ** 6))
+    with pytest.raises(CheckFailed, match="FAIL choose_scale"):
+        run_seed(l03.check_choose_scale, replay, 1)
+
+
+def test_changing_the_gradients_in_place_fails():
+    def abs_in_place(grads):
+        answer = ref_scale(grads)
+        for g in grads:
+            g.abs_()
+        return answer
+    with pytest.raises(CheckFailed, match="only read") as e:
+        l03.check_choose_scale(abs_in_place)
+    assert "`grads`" in str(e.value)
+
+
+def test_a_master_weight_replaced_by_a_lying_tensor_fails():
+    step = make_step()
+
+    def lying(model, master, optimizer, loss_fn, x, y, scale):
+        ok = step(model, master, optimizer, loss_fn, x, y, scale)
+        master[0] = master[0].detach().as_subclass(LyingTensor)
+        return ok
+    with pytest.raises(CheckFailed, match="different master weights"):
+        l03.check_scaled_step(lying)
+
+
+def test_a_step_copying_the_reference_from_the_callers_frames_finds_nothing():
+    import sys
+
+    def snoop(model, master, optimizer, loss_fn, x, y, scale):
+        frame = sys._getframe(1)
+        while frame is not None:
+            ref = frame.f_locals.get("ref_master")
+            if ref is not None:
+                with torch.no_grad():
+                    for m, r in zip(master, ref):
+                        m.copy_(r)
+                return frame.f_locals.get("want", True)
+            frame = frame.f_back
+        return True                      # found nothing: steps nowhere
+    with pytest.raises(CheckFailed, match="FAIL scaled_step"):
+        l03.check_scaled_step(snoop)
+
+
+def test_a_step_fitted_to_the_self_check_seed_fails_on_another_seed():
+    """Right on the named scenarios and on seed 0's drawn ones (it recognises them by their x), it
+    does nothing on any other batch: a fresh seed catches it."""
+    known = {byvalue.dumps(c["x"]) for sc in l03.check_scaled_step.cases(0) for c in sc["calls"]}
+    step = make_step()
+
+    def fitted(model, master, optimizer, loss_fn, x, y, scale):
+        return step(model, master, optimizer, loss_fn, x, y, scale) if byvalue.dumps(x) in known else True
+    assert run_seed(l03.check_scaled_step, fitted, 0).startswith("PASS")
+    with pytest.raises(CheckFailed, match="a model drawn from seed"):
+        run_seed(l03.check_scaled_step, fitted, 1)

@@ -194,3 +194,93 @@ def test_wrong_cache_fails(wrong, where, hint):
     with pytest.raises(CheckFailed, match=hint) as err:
         l05.check_cached_cast(wrong)
     assert where in str(err.value)
+
+
+# --- the by-value design: drawn cases, answers that lie -------------------------------------
+from amp_edu.plans import byvalue  # noqa: E402
+
+
+def verdict(check, fn, seed):
+    """The pass line for ``fn`` on ``check``'s cases drawn from ``seed``, through the by-value wire."""
+    cases = check.cases(seed)
+    result = check.plan(byvalue.roundtrip(cases), fn)
+    sent = byvalue.roundtrip({"learner": [{"callable": True, "type": "function"}], "result": result})
+    return check.verdict(byvalue.roundtrip(cases), sent)
+
+
+def _tensors(obj):
+    if isinstance(obj, torch.Tensor):
+        return [obj.tolist()]
+    if isinstance(obj, (list, tuple)):
+        return [t for o in obj for t in _tensors(o)]
+    if isinstance(obj, dict):
+        return [t for o in obj.values() for t in _tensors(o)]
+    return []
+
+
+@pytest.mark.parametrize("check, answer", [
+    (l05.check_is_eligible, eligible_ok), (l05.check_autocast_args, args_ok), (l05.check_cached_cast, make_cache()),
+], ids=["is_eligible", "autocast_args", "cached_cast"])
+def test_drawn_cases_differ_by_seed_and_the_reference_passes_for_several(check, answer):
+    assert _tensors(check.cases(1)) != _tensors(check.cases(2))
+    for seed in (0, 1, 2):
+        assert verdict(check, answer, seed).startswith(f"PASS {check.name}")
+
+
+def test_drawn_eligibility_cases_cover_every_kind():
+    specs = [spec for seed in range(4) for spec, _ in l05.check_is_eligible.cases(seed)[13:]]
+    assert any(isinstance(s, dict) and "$meta" in s for s in specs)
+    assert any(isinstance(s, dict) and "$parameter" in s for s in specs)
+    assert len({s.dtype for s in specs if isinstance(s, torch.Tensor)}) >= 5
+
+
+class LiarInt(int):
+    def __eq__(self, other):
+        return True
+
+    __hash__ = int.__hash__
+
+
+class LiarTensor(torch.Tensor):
+    def __eq__(self, other):
+        return True
+
+    __hash__ = torch.Tensor.__hash__
+
+
+def test_lying_eligibility_answers_fail():
+    with pytest.raises(CheckFailed, match="int subclass"):
+        l05.check_is_eligible(lambda t, d: LiarInt(eligible_ok(t, d)))
+    with pytest.raises(CheckFailed, match="Python bool"):
+        l05.check_is_eligible(lambda t, d: torch.tensor(eligible_ok(t, d)))
+
+
+def test_lying_args_answers_fail():
+    def subclassed(op, args, kwargs, **kw):
+        a, k = args_ok(op, args, kwargs, **kw)
+        return tuple(x.as_subclass(LiarTensor) if isinstance(x, torch.Tensor) else x for x in a), k
+    with pytest.raises(CheckFailed, match="plain tensors"):
+        l05.check_autocast_args(subclassed)
+
+    def other_values(op, args, kwargs, **kw):
+        a, k = args_ok(op, args, kwargs, **kw)
+        return tuple(torch.randn_like(x) if isinstance(x, torch.Tensor) and x.is_floating_point() and not x.is_meta
+                     else x for x in a), k
+    with pytest.raises(CheckFailed, match="expected:"):
+        l05.check_autocast_args(other_values)
+
+    def casts_in_place(op, args, kwargs, **kw):
+        for x in args:
+            if isinstance(x, torch.Tensor) and x.dtype == FP32 and not x.is_meta:
+                x.data = x.data.to(kw["dtype"]).to(FP32)        # "rounds" the caller's tensor
+        return args_ok(op, args, kwargs, **kw)
+    with pytest.raises(CheckFailed, match="leave the caller's tensors"):
+        l05.check_autocast_args(casts_in_place)
+
+
+def test_lying_cache_answers_fail():
+    ok = make_cache()
+    with pytest.raises(CheckFailed, match="cast tensor"):
+        l05.check_cached_cast(lambda cache, t, to, lower: ok(cache, t, to, lower).as_subclass(LiarTensor))
+    with pytest.raises(CheckFailed, match="cast tensor"):
+        l05.check_cached_cast(lambda cache, t, to, lower: torch.zeros_like(t, dtype=to))

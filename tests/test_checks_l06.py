@@ -4,6 +4,7 @@ import pytest
 
 from amp_edu.checks import l06
 from amp_edu.checks.core import CheckFailed
+from amp_edu.plans import byvalue
 
 
 def ai(m, k, n, dtype):
@@ -62,3 +63,76 @@ def test_bound_wrong_at_the_ridge_itself_fails(wrong, hint):
     with pytest.raises(CheckFailed, match=hint) as e:
         l06.check_predict_bound(wrong)
     assert "300, 300, 300" in str(e.value)
+
+
+# --- the check in three parts: drawn cases, answers by value ------------------------------------
+def run_seed(check, fn, seed):
+    """What the class grader does with seed ``seed``: the plan on by-value cases, the verdict on
+    the by-value result."""
+    cases = check.cases(seed)
+    sent = {"learner": [{"callable": True, "type": "function"}],
+            "result": check.plan(byvalue.roundtrip(cases), fn)}
+    return check.verdict(cases, byvalue.roundtrip(sent))
+
+
+@pytest.mark.parametrize("check, fn", [(l06.check_arithmetic_intensity, ai), (l06.check_predict_bound, bound)],
+                         ids=["intensity", "bound"])
+def test_drawn_cases_differ_by_seed_and_the_reference_passes_for_each(check, fn):
+    assert byvalue.dumps(check.cases(1)) != byvalue.dumps(check.cases(2))
+    assert byvalue.dumps(check.cases(5)) == byvalue.dumps(check.cases(5))
+    for seed in (0, 1, 2, 12345):
+        assert run_seed(check, fn, seed).startswith(f"PASS {check.name}: ")
+
+
+def test_the_pass_lines_are_returned():
+    n = len(l06.check_arithmetic_intensity.cases(0))
+    assert l06.check_arithmetic_intensity(ai) == f"PASS arithmetic_intensity: {n} cases"
+    assert l06.check_predict_bound(bound) == f"PASS predict_bound: {len(l06.check_predict_bound.cases(0))} cases"
+
+
+def test_drawn_bound_cases_fall_on_both_sides_of_the_ridge():
+    got = {l06._reference_bound(*c) for seed in range(3) for c in l06._drawn_near_ridge(seed)}
+    assert got == {"memory", "compute"}
+
+
+class AlwaysEqual(float):
+    def __eq__(self, other):
+        return True
+
+    __hash__ = float.__hash__
+
+
+class Anything(str):
+    def __eq__(self, other):
+        return True
+
+    __hash__ = str.__hash__
+
+
+def test_lying_answers_fail():
+    with pytest.raises(CheckFailed, match="float subclass"):
+        l06.check_arithmetic_intensity(lambda m, k, n, dt: AlwaysEqual(ai(m, k, n, dt)))
+    with pytest.raises(CheckFailed, match='exactly the string "memory" or "compute"'):
+        l06.check_predict_bound(lambda *case: Anything("memory"))
+
+
+def test_answers_replayed_from_the_self_check_seed_fail_on_another_seed():
+    answers = [bound(*case) for case in l06.check_predict_bound.cases(0)]
+    calls = iter(range(10 ** 6))
+
+    def replay(*case):
+        return answers[next(calls)]
+    assert run_seed(l06.check_predict_bound, replay, 0).startswith("PASS")
+    for seed in (1, 2, 3):
+        calls = iter(range(10 ** 6))
+        try:
+            run_seed(l06.check_predict_bound, replay, seed)
+        except CheckFailed as e:
+            assert "FAIL predict_bound" in str(e)
+            break
+    else:
+        pytest.fail("replayed answers passed three fresh seeds")
+    shapes = [ai(*case) for case in l06.check_arithmetic_intensity.cases(0)]
+    calls = iter(range(10 ** 6))
+    with pytest.raises(CheckFailed, match="FAIL arithmetic_intensity"):
+        run_seed(l06.check_arithmetic_intensity, lambda *case: shapes[next(calls)], 1)

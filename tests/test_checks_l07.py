@@ -7,6 +7,7 @@ import torch
 
 from amp_edu.checks import l07
 from amp_edu.checks.core import CheckFailed
+from amp_edu.plans import byvalue
 
 
 def predict(widths, batch, dtype, *, x=True, relu_twice=False, copies=True, first_copy=False, params=False,
@@ -70,3 +71,57 @@ def test_wrong_largest_batch_fails(wrong, hint):
     with pytest.raises(CheckFailed) as e:
         l07.check_predict_largest_batch(wrong)
     assert "FAIL predict_largest_batch" in str(e.value) and hint in str(e.value)
+
+
+# --- the check in three parts: drawn cases, answers by value ------------------------------------
+def run_seed(check, fn, seed):
+    """What the class grader does with seed ``seed``: the plan on by-value cases, the verdict on
+    the by-value result."""
+    cases = check.cases(seed)
+    sent = {"learner": [{"callable": True, "type": "function"}],
+            "result": check.plan(byvalue.roundtrip(cases), fn)}
+    return check.verdict(cases, byvalue.roundtrip(sent))
+
+
+@pytest.mark.parametrize("check, fn", [(l07.check_predict_saved_bytes, predict),
+                                       (l07.check_predict_largest_batch, largest)], ids=["saved", "largest"])
+def test_drawn_cases_differ_by_seed_and_the_reference_passes_for_each(check, fn):
+    assert byvalue.dumps(check.cases(1)) != byvalue.dumps(check.cases(2))
+    assert byvalue.dumps(check.cases(5)) == byvalue.dumps(check.cases(5))
+    for seed in (0, 1, 2, 12345):
+        assert run_seed(check, fn, seed).startswith(f"PASS {check.name}: ")
+
+
+def test_the_pass_lines_are_returned():
+    n = len(l07.check_predict_saved_bytes.cases(0))
+    assert l07.check_predict_saved_bytes(predict) == f"PASS predict_saved_bytes: {n} cases"
+    n = len(l07.check_predict_largest_batch.cases(0))
+    assert l07.check_predict_largest_batch(largest) == f"PASS predict_largest_batch: {n} cases"
+
+
+class AlwaysEqual(int):
+    def __eq__(self, other):
+        return True
+
+    __hash__ = int.__hash__
+
+
+def test_lying_answers_fail_even_holding_the_right_value():
+    with pytest.raises(CheckFailed, match="int subclass"):
+        l07.check_predict_saved_bytes(lambda w, b, d: AlwaysEqual(predict(w, b, d)))
+    with pytest.raises(CheckFailed, match="int subclass"):
+        l07.check_predict_largest_batch(lambda w, d, b: AlwaysEqual(largest(w, d, b)))
+    with pytest.raises(CheckFailed, match="FAIL predict_saved_bytes"):
+        l07.check_predict_saved_bytes(lambda w, b, d: torch.tensor(predict(w, b, d)))
+
+
+def test_answers_replayed_from_the_self_check_seed_fail_on_another_seed():
+    answers = [predict(*case) for case in l07.check_predict_saved_bytes.cases(0)]
+    calls = iter(range(10 ** 6))
+
+    def replay(*case):
+        return answers[next(calls)]
+    assert run_seed(l07.check_predict_saved_bytes, replay, 0).startswith("PASS")
+    calls = iter(range(10 ** 6))
+    with pytest.raises(CheckFailed, match="FAIL predict_saved_bytes"):
+        run_seed(l07.check_predict_saved_bytes, replay, 1)

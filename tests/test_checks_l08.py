@@ -166,3 +166,80 @@ def test_stale_gradients_on_arrival_fail():
     with pytest.raises(CheckFailed, match="before the first backward") as err:
         l08.check_train_amp(no_zero_before_the_loop)
     assert "stale_gradients" in str(err.value)
+
+
+# --- the by-value design: drawn situations, answers that lie --------------------------------
+from amp_edu.plans import byvalue  # noqa: E402
+
+
+def verdict(fn, seed):
+    """The pass line for ``fn`` in the situations drawn from ``seed``, through the by-value wire."""
+    check = l08.check_train_amp
+    cases = check.cases(seed)
+    result = check.plan(byvalue.roundtrip(cases), fn)
+    sent = byvalue.roundtrip({"learner": [{"callable": True, "type": "function"}], "result": result})
+    return check.verdict(byvalue.roundtrip(cases), sent)
+
+
+def test_drawn_situations_differ_by_seed_and_the_recipe_passes_for_several():
+    a, b = l08.check_train_amp.cases(1), l08.check_train_amp.cases(2)
+    assert [s[2]["seed"] for s in a] != [s[2]["seed"] for s in b]
+    assert not torch.equal(a[0][3][0][0], b[0][3][0][0])
+    for seed in (1, 2):
+        assert verdict(recipe, seed).startswith("PASS train_amp: 7 situations")
+
+
+@pytest.mark.parametrize("seed", [3, 4])
+def test_drawn_situations_still_do_what_they_claim(seed):
+    for label, _, setup, batches, kw in l08.situations(seed):
+        model, opt, scaler = l08._setup(**setup)
+        scales, orig = [], scaler.update
+
+        def update(*a, orig=orig, scaler=scaler):
+            scales.append(scaler.get_scale())
+            orig(*a)
+        scaler.update = update
+        l08.reference_train_amp(model, opt, scaler, batches, **kw)
+        if label == "plain":
+            assert scales + [scaler.get_scale()] == [2.0 ** 10, 2.0 ** 10, 2.0 ** 11, 2.0 ** 11, 2.0 ** 12]
+        if label == "first_steps_overflow":
+            assert scales[1] < scales[0] and scales[2] < scales[1]
+        if label == "bad_batch":
+            assert scales[1] == scales[0] and scaler.get_scale() < scales[0]
+
+
+def test_wrong_loops_fail_for_other_seeds_too():
+    with pytest.raises(CheckFailed, match="situation 'clipping'"):
+        verdict(tutorial_loop, 5)
+    with pytest.raises(CheckFailed, match="situation 'first_steps_overflow'"):
+        verdict(_loop(step="optimizer"), 5)
+
+
+class Liar(torch.Tensor):
+    """A parameter type that says it equals anything."""
+
+    def __eq__(self, other):
+        return True
+
+    __hash__ = torch.Tensor.__hash__
+
+
+def test_lying_loops_fail():
+    def swaps_in_liars(model, optimizer, scaler, batches, **kw):
+        recipe(model, optimizer, scaler, batches, **kw)
+        for m in model.modules():
+            for n, p in list(m.named_parameters(recurse=False)):
+                setattr(m, n, torch.nn.Parameter(p.detach().as_subclass(Liar)))
+    with pytest.raises(CheckFailed, match="Liar"):
+        l08.check_train_amp(swaps_in_liars)
+
+    def other_batches(model, optimizer, scaler, batches, **kw):
+        recipe(model, optimizer, scaler, batches[::-1], **kw)       # not the order it was given
+    with pytest.raises(CheckFailed, match="situation 'plain'"):
+        l08.check_train_amp(other_batches)
+
+    def reports_a_made_up_scale(model, optimizer, scaler, batches, **kw):
+        tutorial_loop(model, optimizer, scaler, batches, **kw)
+        scaler.state_dict = lambda: {"scale": 4096.0, "_growth_tracker": 0}   # read past by the plan
+    with pytest.raises(CheckFailed):
+        l08.check_train_amp(reports_a_made_up_scale)

@@ -5,6 +5,16 @@ import torch
 
 from amp_edu.checks import l09
 from amp_edu.checks.core import CheckFailed
+from amp_edu.plans import byvalue
+
+
+def verdict(fn, seed):
+    """The pass line for ``fn`` on the cases drawn from ``seed``, through the by-value wire."""
+    check = l09.check_first_nonfinite
+    cases = check.cases(seed)
+    result = check.plan(byvalue.roundtrip(cases), fn)
+    sent = byvalue.roundtrip({"learner": [{"callable": True, "type": "function"}], "result": result})
+    return check.verdict(byvalue.roundtrip(cases), sent)
 
 
 def _tensors(out, nested=(list, tuple), dicts=True):
@@ -206,3 +216,44 @@ def test_cases_are_fresh_and_cover_every_hint():
     a, b = l09.cases(), l09.cases()
     assert [c[0] for c in a] == list(l09._HINTS)
     assert all(ma is not mb for (_, _, ma, _), (_, _, mb, _) in zip(a, b))
+    assert [c[0] for c in l09.check_first_nonfinite.cases(0)] == [*l09._HINTS, "forward_raises"]
+
+
+def test_drawn_cases_differ_by_seed_and_the_reference_passes_for_several():
+    a, b = l09.check_first_nonfinite.cases(1), l09.check_first_nonfinite.cases(2)
+    assert [(s, x.tolist()) for _, _, s, x in a] != [(s, x.tolist()) for _, _, s, x in b]
+    for seed in (0, 1, 2, 12345):
+        assert verdict(reference, seed).startswith("PASS first_nonfinite_layer: 14 models")
+
+
+@pytest.mark.parametrize("wrong, case", [
+    (output_only, "nan_mid"), (nan_only, "finite_again"), (leaves_only, "parent_inline"),
+    (dict_overwrite, "shared_module"), (skip_root, "root_inline"), (pre_hooks, "nan_mid"),
+])
+def test_wrong_answers_fail_for_other_seeds_too(wrong, case):
+    with pytest.raises(CheckFailed, match=f"case {case!r}"):
+        verdict(wrong, 7)
+
+
+class Liar(str):
+    def __eq__(self, other):
+        return True
+
+    __hash__ = str.__hash__
+
+
+def test_lying_answers_fail():
+    with pytest.raises(CheckFailed, match="str subclass"):
+        l09.check_first_nonfinite(lambda model, x: Liar("0"))
+
+    def changes_x(model, x):
+        name = reference(model, x)
+        x.mul_(0)
+        return name
+    with pytest.raises(CheckFailed, match="must not change the input"):
+        l09.check_first_nonfinite(changes_x)
+
+    def answers_for_another_input(model, x):
+        return reference(model, torch.randn_like(x))     # not the x it was asked about
+    with pytest.raises(CheckFailed, match="case"):
+        l09.check_first_nonfinite(answers_for_another_input)

@@ -1,10 +1,14 @@
 """Grader 10 both ways: the reference answers pass; plausible wrong answers fail with a pointed hint."""
 
+import itertools
+from collections import namedtuple
+
 import pytest
 import torch
 
 from amp_edu.checks import l10
-from amp_edu.checks.core import CheckFailed
+from amp_edu.checks.core import SELF_CHECK_SEED, CheckFailed
+from amp_edu.plans import byvalue
 
 EPS = 1e-12
 
@@ -202,3 +206,114 @@ def test_wrong_delayed_fails_with_hint(bad, hint):
     msg = str(e.value)
     assert hint in msg, msg
     assert "input:" in msg and "history=" in msg
+
+
+# --- by value, drawn cases ------------------------------------------------------------------------
+def verdict(check, fn, seed):
+    """The check's verdict on ``fn`` for ``seed``, as the class grader reaches it: the plan on the
+    cases by value, its result by value, the judge on both."""
+    cases = check.cases(seed)
+    sent = {"learner": [{"callable": True, "type": "function"}],
+            "result": check.plan(byvalue.roundtrip(cases), fn)}
+    return check.verdict(byvalue.roundtrip(cases), byvalue.roundtrip(sent))
+
+
+@pytest.mark.parametrize("check, fn", [(l10.check_quantize_tensorwise, good_quantize),
+                                       (l10.check_delayed_update, good_delayed)])
+def test_drawn_cases_differ_by_seed_and_the_solution_passes_for_each(check, fn):
+    assert byvalue.dumps(check.cases(1)) != byvalue.dumps(check.cases(2))
+    assert byvalue.dumps(check.cases(3)) == byvalue.dumps(check.cases(3))
+    for seed in (SELF_CHECK_SEED, 1, 2, 3):
+        assert verdict(check, fn, seed).startswith(f"PASS {check.name}: ")
+
+
+class Liar(torch.Tensor):
+    """A tensor subclass that answers every comparison with True."""
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        if func in (torch.equal, torch.Tensor.__eq__, torch.allclose):
+            return True
+        return super().__torch_function__(func, types, args, kwargs or {})
+
+
+def test_a_tensor_subclass_that_lies_fails():
+    def liar_data(x, fp8_dtype=torch.float8_e4m3fn, scale=None):
+        data, s = good_quantize(x, fp8_dtype, scale)
+        return torch.zeros_like(data).as_subclass(Liar), s
+
+    def liar_scale(x, fp8_dtype=torch.float8_e4m3fn, scale=None):
+        data, s = good_quantize(x, fp8_dtype, scale)
+        return data, s.as_subclass(Liar)
+
+    with pytest.raises(CheckFailed, match="return x_fp8 as a tensor") as e:
+        l10.check_quantize_tensorwise(liar_data)
+    assert "subclass" in str(e.value)
+    with pytest.raises(CheckFailed, match="return the scale as a tensor"):
+        l10.check_quantize_tensorwise(liar_scale)
+
+    def liar_history(history, amax, scale, fp8_dtype=torch.float8_e4m3fn, margin=0):
+        new, s = good_delayed(history, amax, scale, fp8_dtype, margin)
+        return new.as_subclass(Liar), s
+    with pytest.raises(CheckFailed, match="return tensors"):
+        l10.check_delayed_update(liar_history)
+
+
+def test_a_float_that_lies_or_a_tuple_subclass_fails():
+    class AlwaysEqual(float):
+        def __eq__(self, other):
+            return True
+        __hash__ = float.__hash__
+
+    def float_scale(history, amax, scale, fp8_dtype=torch.float8_e4m3fn, margin=0):
+        new, s = good_delayed(history, amax, scale, fp8_dtype, margin)
+        return new, AlwaysEqual(s.item())
+    with pytest.raises(CheckFailed, match="return tensors"):
+        l10.check_delayed_update(float_scale)
+
+    Pair = namedtuple("Pair", "data scale")
+    with pytest.raises(CheckFailed, match="return a pair"):
+        l10.check_quantize_tensorwise(lambda x, d=torch.float8_e4m3fn, s=None: Pair(*good_quantize(x, d, s)))
+
+
+@pytest.mark.parametrize("check, fn", [(l10.check_quantize_tensorwise, good_quantize),
+                                       (l10.check_delayed_update, good_delayed)])
+def test_answers_learned_from_the_self_check_fail_under_another_seed(check, fn):
+    """A learner who replays, call by call, the right answers for the notebook's seed passes there
+    and fails the grader's seed: the drawn cases are new inputs."""
+    recorded = [r["outcome"]["ok"] for r in check.plan(byvalue.roundtrip(check.cases(SELF_CHECK_SEED)), fn)]
+
+    def replay(*args):
+        return recorded[next(replay.calls)]
+    replay.calls = itertools.count()
+    assert verdict(check, replay, SELF_CHECK_SEED).startswith("PASS")
+    replay.calls = itertools.count()
+    with pytest.raises(CheckFailed, match="drawn"):
+        verdict(check, replay, 7)
+
+
+def test_inputs_changed_in_place_are_seen_by_value():
+    """The plan hands back the input after the call: writing into it fails even though the
+    returned values are right."""
+    def writes_x(x, fp8_dtype=torch.float8_e4m3fn, scale=None):
+        out = good_quantize(x.clone(), fp8_dtype, scale)
+        x.zero_()
+        return out
+
+    def writes_history(history, amax, scale, fp8_dtype=torch.float8_e4m3fn, margin=0):
+        out = good_delayed(history.clone(), amax, scale, fp8_dtype, margin)
+        history.fill_(1.0)
+        return out
+    with pytest.raises(CheckFailed, match="x was modified"):
+        l10.check_quantize_tensorwise(writes_x)
+    with pytest.raises(CheckFailed, match="the history passed in was modified"):
+        l10.check_delayed_update(writes_history)
+
+
+def test_calling_the_library_the_check_compares_with_fails():
+    def uses_library(x, fp8_dtype=torch.float8_e4m3fn, scale=None):
+        from amp_edu.fp8 import cast_to_float8
+        t = cast_to_float8(x, fp8_dtype, scale)
+        return t.data, t.scale
+    with pytest.raises(CheckFailed, match="amp_edu.fp8"):
+        l10.check_quantize_tensorwise(uses_library)

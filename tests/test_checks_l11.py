@@ -6,7 +6,9 @@ import torch
 import torch.distributed as dist
 
 from amp_edu.checks import l11
-from amp_edu.checks.core import CheckFailed
+from amp_edu.checks.core import SELF_CHECK_SEED, CheckFailed
+from amp_edu.plans import byvalue
+from amp_edu.plans import l11 as plans_l11
 
 
 def make(*, sync="sum", compare_one=False, unscale="inv", skip_empty=False, dtype="float32",
@@ -127,3 +129,154 @@ def test_not_callable():
 def test_run_ranks_reports_each_rank():
     out = l11.run_ranks(lambda x, group: x * 2, [(1,), (2,)])
     assert out == [("ok", 2), ("ok", 4)]
+
+
+def test_run_ranks_lives_in_the_plans_and_the_kernel_stand_in_imports_it():
+    from amp_edu.course.kernelpackage import stub_source
+
+    assert l11.run_ranks is plans_l11.run_ranks
+    assert "from amp_edu.plans.l11 import run_ranks as run_ranks" in stub_source("amp_edu.checks.l11")
+
+
+# --- by value, drawn cases ------------------------------------------------------------------------
+def sent_for(cases, fn) -> dict:
+    return byvalue.roundtrip({"learner": [{"callable": True, "type": "function"}],
+                              "result": l11.check_unscale_and_sync.plan(byvalue.roundtrip(cases), fn)})
+
+
+def verdict(fn, seed):
+    """The check's verdict on ``fn`` for ``seed``, as the class grader reaches it."""
+    cases = l11.check_unscale_and_sync.cases(seed)
+    return l11.check_unscale_and_sync.verdict(byvalue.roundtrip(cases), sent_for(cases, fn))
+
+
+def test_drawn_cases_differ_by_seed_and_the_solution_passes_for_each():
+    check = l11.check_unscale_and_sync
+    assert byvalue.dumps(check.cases(1)) != byvalue.dumps(check.cases(2))
+    assert byvalue.dumps(check.cases(2)) == byvalue.dumps(check.cases(2))
+    drawn = [c for c in check.cases(5) if c[0].startswith("drawn")]
+    assert len(drawn) == 3 and any(len(c[1][0]) != len(c[1][1]) for c in drawn)
+    for seed in (1, 2):
+        assert verdict(make(), seed).startswith("PASS unscale_and_sync_: 16 cases")
+
+
+class Liar(torch.Tensor):
+    """A tensor subclass that answers every comparison with True."""
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        if func in (torch.equal, torch.Tensor.__eq__, torch.Tensor.__ne__):
+            return True
+        return super().__torch_function__(func, types, args, kwargs or {})
+
+
+def test_a_found_inf_that_lies_fails():
+    right = make()
+
+    def liar(grads, scale, group):
+        return right(grads, scale, group).as_subclass(Liar)
+    with pytest.raises(CheckFailed, match=r"float32 tensor of shape \(1,\)") as e:
+        l11.check_unscale_and_sync(liar)
+    assert "subclass" in str(e.value)
+
+
+def test_gradients_replaced_instead_of_unscaled_in_place_fail():
+    """The plan hands back the gradient tensors it made: new tensors put into the list are not the
+    rank's gradients."""
+    right = make()
+
+    def replaces(grads, scale, group):
+        copies = [g.clone() for g in grads]
+        found = right(copies, scale, group)
+        grads[:] = copies
+        return found
+    with pytest.raises(CheckFailed, match="not unscaled"):
+        l11.check_unscale_and_sync(replaces)
+
+
+def _flags(seed) -> list[bool]:
+    """Per case of ``seed``: does some rank hold an inf or NaN."""
+    return [any(not torch.isfinite(g).all() for gs in per_rank for g in gs)
+            for _, per_rank, _ in l11.check_unscale_and_sync.cases(seed)]
+
+
+def test_answers_learned_from_the_self_check_fail_under_another_seed():
+    """found_inf replayed, call by call on each rank, from the notebook's seed (the gradients
+    unscaled right): another seed's drawn cases hold their infs elsewhere."""
+    cases = byvalue.roundtrip(l11.check_unscale_and_sync.cases(SELF_CHECK_SEED))
+    recorded = [[rk["outcome"]["ok"] for rk in ranks] for ranks in l11.check_unscale_and_sync.plan(cases, make())]
+    local = make(sync=None)
+
+    def replay(grads, scale, group):
+        r = group.rank()
+        local(grads, scale, group)
+        replay.calls[r] += 1
+        return recorded[replay.calls[r]][r].clone()
+
+    replay.calls = [-1, -1]
+    assert verdict(replay, SELF_CHECK_SEED).startswith("PASS")
+    seed = next(s for s in range(1, 50) if _flags(s) != _flags(SELF_CHECK_SEED))
+    replay.calls = [-1, -1]
+    with pytest.raises(CheckFailed, match="drawn"):
+        verdict(replay, seed)
+
+
+def _crafted(case_index: int, kinds: list[str]) -> tuple[list, dict]:
+    """The cases of seed 0 and a plan result where every case before ``case_index`` is right and
+    case ``case_index`` ends per rank as ``kinds`` says (``ok`` with the right answer, ``hung``)."""
+    cases = l11.check_unscale_and_sync.cases(SELF_CHECK_SEED)
+    sent = sent_for(cases[:case_index + 1], make())
+    ranks = sent["result"][case_index]
+    for r, kind in enumerate(kinds):
+        if kind == "hung":
+            ranks[r].update(kind="hung", outcome=None)
+    return cases[:case_index + 1], sent
+
+
+def test_which_rank_hung_decides_the_hint():
+    i = next(k for k, c in enumerate(l11._cases()) if c[0] == "rank 1 holds no gradients; all clean")
+    cases, sent = _crafted(i, ["hung", "ok"])          # rank 1 (no gradients) returned, rank 0 waited
+    with pytest.raises(CheckFailed) as e:
+        l11.check_unscale_and_sync.verdict(cases, sent)
+    assert "rank 1 holds no gradients and made no all-reduce" in str(e.value) and "[rank 0]" in str(e.value)
+    cases, sent = _crafted(i, ["ok", "hung"])          # rank 1 hung: an endless loop, not an early return
+    with pytest.raises(CheckFailed) as e:
+        l11.check_unscale_and_sync.verdict(cases, sent)
+    assert "did not return within the time limit" in str(e.value) and "[rank 1]" in str(e.value)
+    assert "got:      'no answer (hung)'" in str(e.value)
+
+
+def test_an_unreadable_result_fails_saying_so():
+    cases = l11.check_unscale_and_sync.cases(SELF_CHECK_SEED)
+    for result in (None, [], [[{"kind": "ok"}]] * len(cases)):
+        with pytest.raises(CheckFailed, match="could not read"):
+            l11.check_unscale_and_sync.verdict(cases, {"learner": [{"callable": True, "type": "function"}],
+                                                       "result": result})
+
+
+def test_the_plan_stops_after_a_case_where_a_rank_hung(monkeypatch):
+    """A rank that never returns keeps running in the kernel: the plan hands back the cases up to
+    that one, and the judge fails it naming the rank; a shorter result without a hang is unreadable."""
+    import threading
+    monkeypatch.setattr(plans_l11.run_ranks, "__defaults__", (0.2,))
+    stop = threading.Event()
+    right = make()
+
+    def hangs_on_rank_1(grads, scale, group):
+        if group.rank() == 1 and len(grads) == 1:      # case "ranks hold different numbers of tensors"
+            stop.wait(30)
+            return None
+        return right(grads, scale, group)
+    cases = l11.check_unscale_and_sync.cases(SELF_CHECK_SEED)
+    try:
+        sent = sent_for(cases, hangs_on_rank_1)
+    finally:
+        stop.set()
+    i = next(k for k, c in enumerate(cases) if c[0] == "ranks hold different numbers of tensors")
+    assert len(sent["result"]) == i + 1 and sent["result"][i][1]["kind"] == "hung"
+    with pytest.raises(CheckFailed) as e:
+        l11.check_unscale_and_sync.verdict(cases, sent)
+    assert "ranks hold different numbers of tensors" in str(e.value) and "[rank " in str(e.value)
+    cases, sent = _crafted(3, ["ok", "ok"])
+    with pytest.raises(CheckFailed, match="could not read"):
+        l11.check_unscale_and_sync.verdict(l11.check_unscale_and_sync.cases(SELF_CHECK_SEED), sent)

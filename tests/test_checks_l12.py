@@ -158,3 +158,103 @@ def test_kahan_hints_are_distinct():
             l12.check_kahan(init, update)
         hints.add(str(e.value).split("hint:")[1])
     assert len(hints) == 4
+
+
+# --- the three-part check: by value, drawn from a seed, side effects -------------------------------------
+from amp_edu.plans import byvalue  # noqa: E402
+
+
+def verdict(check, seed, *fns):
+    """The check's verdict as the class grader reaches it: cases drawn from ``seed``, the plan run on
+    a by-value copy of them, its result passed through by value."""
+    cases = check.cases(seed)
+    sent = {"learner": [{"callable": True, "type": "function"} for _ in fns],
+            "result": check.plan(byvalue.roundtrip(cases), *fns)}
+    return check.verdict(cases, byvalue.roundtrip(sent))
+
+
+def reference_sr(x, generator):
+    return _sr()(x, generator)
+
+
+def test_stochastic_round_cases_are_drawn_from_the_seed_and_the_reference_passes_for_any():
+    a, b = l12.check_stochastic_round.cases(1), l12.check_stochastic_round.cases(2)
+    assert [c["seeds"] for c in a] != [c["seeds"] for c in b]
+    assert not torch.equal(a[5]["x"], b[5]["x"]) and not torch.equal(a[0]["x"], b[0]["x"])
+    for seed in (0, 1, 12345):
+        assert verdict(l12.check_stochastic_round, seed, reference_sr).startswith("PASS stochastic_round: exact values")
+
+
+class Liar(torch.Tensor):
+    def __eq__(self, other):
+        return torch.ones_like(self, dtype=torch.bool)
+
+
+def test_a_tensor_subclass_fails_stochastic_round():
+    def lying(x, generator):
+        return torch.Tensor._make_subclass(Liar, reference_sr(x, generator))
+    with pytest.raises(CheckFailed, match="torch.Tensor subclass"):
+        l12.check_stochastic_round(lying)
+
+
+def test_answers_replayed_from_another_seed_fail():
+    recorded = []
+
+    def record(x, generator):
+        recorded.append(reference_sr(x, generator))
+        return recorded[-1]
+    verdict(l12.check_stochastic_round, 0, record)
+    replay = iter(recorded)
+    with pytest.raises(CheckFailed, match="FAIL stochastic_round"):
+        verdict(l12.check_stochastic_round, 1, lambda x, generator: next(replay))
+
+
+def test_stochastic_round_that_changes_x_fails_naming_it():
+    def in_place(x, generator):
+        b = x.view(torch.int32)
+        r = torch.randint(0, 1 << 16, x.shape, generator=generator, dtype=torch.int32)
+        up = r < (b & 0xFFFF)
+        b &= -65536                                    # writes into the caller's x
+        return torch.where(up, b + 0x10000, b).view(torch.float32).bfloat16()
+    with pytest.raises(CheckFailed, match="must not change its input x") as e:
+        l12.check_stochastic_round(in_place)
+    assert "x changed in" in str(e.value)
+
+
+def test_kahan_cases_are_drawn_from_the_seed_and_the_reference_passes_for_any():
+    a, b = l12.check_kahan.cases(1), l12.check_kahan.cases(2)
+    assert not torch.equal(a["params"][0], b["params"][0])
+    assert not torch.equal(a["updates"][0][0], b["updates"][0][0])
+    for seed in (0, 1, 7):
+        assert verdict(l12.check_kahan, seed, good_init, good_update).startswith("PASS kahan: 4 bf16 weights")
+
+
+def test_kahan_at_the_self_check_seed_keeps_its_pass_line(capsys):
+    l12.check_kahan(good_init, good_update)
+    assert capsys.readouterr().out == ("PASS kahan: 4 bf16 weights, 60 updates below half an ulp, bit-identical "
+                                       "(round-to-nearest would have moved 0 weights; Kahan moved them by 13.2 "
+                                       "in all)\n")
+
+
+def test_kahan_that_changes_update_fails_naming_it():
+    def adds_into_update(p, comp, update):
+        update += comp.float()                          # the caller's step changes
+        new = (p.float() + update).bfloat16()
+        comp.copy_(update - (new.float() - p.float()))
+        p.copy_(new)
+    with pytest.raises(CheckFailed, match="changed `update`"):
+        l12.check_kahan(good_init, adds_into_update)
+
+
+def test_lying_compensation_buffers_fail():
+    def subclass_zeros(params):
+        return [torch.Tensor._make_subclass(Liar, torch.zeros_like(p)) for p in params]
+    with pytest.raises(CheckFailed, match="FAIL init_compensation"):
+        l12.check_kahan(subclass_zeros, good_update)
+
+    def returns_instead(p, comp, update):               # the right values, returned, not written in place
+        new_p, new_c = p.clone(), comp.clone()
+        good_update(new_p, new_c, update)
+        return new_p, new_c
+    with pytest.raises(CheckFailed, match="left as it was"):
+        l12.check_kahan(good_init, returns_instead)

@@ -152,13 +152,13 @@ def _scaled_step_inputs():
 
 def _unscale_inputs():
     from amp_edu.checks import l04
-    return [((grads, torch.tensor(scale, dtype=torch.float32)), {}) for _, grads, scale in l04._unscale_cases()]
+    return [((grads, torch.tensor(scale, dtype=torch.float32)), {}) for _, grads, scale in l04._unscale_cases(0)]
 
 
 def _update_inputs():
     from amp_edu.checks import l04
     out = []
-    for _, scale, tracker, found, gf, bf, gi in l04._update_cases():
+    for _, scale, tracker, found, gf, bf, gi in l04._update_cases(0):
         for f in {found, 0.0, -0.0, 1.0, math.nan, math.inf, 2.0}:
             out.append(((torch.tensor(scale, dtype=torch.float32), torch.tensor(tracker, dtype=torch.int32),
                          torch.tensor(f, dtype=torch.float32), gf, bf, gi), {}))
@@ -309,11 +309,11 @@ def _same_grads_found_alike(want, got) -> bool:
 
 
 def _kernel_names_inputs():
-    """The grader's kernel names (the exercise model's, the lesson block's, the in-place update's) and
-    names Inductor gives CPU kernels for the course's models (casts, norms, softmax, GELU, reductions,
-    counters past 9, library calls)."""
+    """The grader's kernel names (the exercise model's and the lesson block's, as C++ and as Triton
+    name them, torch.ops calls) and names Inductor gives CPU kernels for the course's models (casts,
+    norms, softmax, GELU, reductions, counters past 9, library calls)."""
     from amp_edu.checks import l13
-    names = [k.name for k in l13.exercise_kernels()] + [k.name for k in l13._block_kernels()]
+    names = l13._EXERCISE_CPP + l13._BLOCK_CPP + l13._EXERCISE_TRITON + l13._BLOCK_TRITON + l13._TORCH_OPS
     names += ["cpp_fused__to_copy_copy_0", "cpp_fused__to_copy_0", "cpp_fused__to_copy_add_1",
               "cpp_fused_relu_2", "cpp_fused__softmax__to_copy_3", "cpp_fused__to_copy_gelu_4",
               "cpp_fused_add_mul_sum_5", "cpp_fused__to_copy_native_layer_norm_6", "cpp_fused_exp_7",
@@ -553,12 +553,13 @@ CLAIMS: list[Claim] = [
             (5, "constant", "1.0", "2.0"), same=_same_grads_found_alike),
     *_group("13", "kernel_kinds",
             "the kind depends only on whether '_to_copy' is among the fused ops and whether anything else is: "
-            "right-stripping the characters of 'cpp_fused_' instead of '_' only trims trailing letters of the "
+            "right-stripping the characters of '_fused_' instead of '_' only trims trailing letters of the "
             "last op name (never into '_to_copy', which ends in 'y', and never all of another op), replacing "
             "the cast by '_' leaves underscores that the strip removes at the ends and that are never all that "
-            "is left, and stripping the characters of 'cpp_fused_' from the rest never empties a real op name. "
-            "Input set: the grader's kernels and the CPU kernel names of the course's models",
+            "is left, stripping the characters of '_fused_' from the rest never empties a real op name, and a "
+            "second split only matters for a name holding '_fused_' twice, which no kernel name does. "
+            "Input set: the grader's kernels (C++ and Triton) and the CPU kernel names of the course's models",
             _kernel_names_inputs,
-            (6, "constant", "'_'", "'cpp_fused_'"), (8, "constant", "''", "'_'"),
-            (8, "constant", "'_'", "'cpp_fused_'")),
+            (6, "constant", "'_'", "'_fused_'"), (6, "constant", "1", "2"), (8, "constant", "''", "'_'"),
+            (8, "constant", "'_'", "'_fused_'")),
 ]

@@ -38,7 +38,7 @@ import torch
 from ..plans import byvalue, runner
 from .rules import Rule, violations
 
-__all__ = ["Check", "CheckFailed", "fail", "passed", "same", "bits", "same_bits", "returned", "learner_result", "judge_each",
+__all__ = ["Check", "CheckFailed", "fail", "same", "bits", "same_bits", "returned", "learner_result", "judge_each",
            "NOT_DONE_HINT", "SELF_CHECK_SEED"]
 
 SELF_CHECK_SEED = 0      # the seed of a check run in a learner's notebook (the grader draws its own)
@@ -72,13 +72,6 @@ def fail(name: str, *, input: Any = None, expected: Any = None, got: Any = None,
     if hint:
         lines.append(f"  hint:     {hint}")
     return CheckFailed("\n".join(lines))
-
-
-def passed(name: str, detail: str = "") -> str:
-    """Print and return the one pass line."""
-    line = f"PASS {name}" + (f": {detail}" if detail else "")
-    print(line)
-    return line
 
 
 def same(a: Any, b: Any, *, rtol: float = 0.0, atol: float = 0.0) -> bool:

@@ -6,7 +6,11 @@ go for the edges a nearly-right answer gets wrong: the tie at 2^-25 (rounds to 0
 above it (round *up* to 2^-24), negative gradients, exact zeros, the loss scale, several tensors,
 no non-zero value at all — and for updates, the half-ulp tie below a power of two, updates that
 push a weight up, zero updates and zero weights, where the rule of thumb "update/weight < 2^-11"
-is only approximately right.
+is only approximately right. Then cases drawn from the seed: gradients around fp16's floor (ties
+included) at drawn loss scales, and fp16 weights with updates near half an ulp (ties included).
+
+Both functions only read their tensors: the plan (:func:`amp_edu.plans.l02.each_reading`) hands
+them back after each call, and a changed input fails.
 """
 
 from __future__ import annotations
@@ -16,10 +20,10 @@ import math
 import torch
 
 from ..gradients import fp16_fractions
-from .core import call_learner, check_cases, fail, passed, require_callable, same
+from ..plans.l02 import each_reading
+from .core import Check, bits, fail, returned, same
 
-__all__ = ["check_underflow_fraction", "check_lost_updates", "reference_underflow_fraction",
-           "reference_lost_updates"]
+__all__ = ["check_underflow_fraction", "check_lost_updates"]
 
 
 def _f32(*vals) -> torch.Tensor:
@@ -29,6 +33,67 @@ def _f32(*vals) -> torch.Tensor:
 def _above(x: float) -> float:
     """The next float32 above ``x``."""
     return torch.nextafter(_f32(x), _f32(math.inf)).item()
+
+
+def _randint(g: torch.Generator, lo: int, hi: int) -> int:
+    """An int in [lo, hi) drawn from ``g``."""
+    return int(torch.randint(lo, hi, (1,), generator=g))
+
+
+# --- reading what the plan each_reading sent ----------------------------------------------------
+def _identical(a, b) -> bool:
+    """``a`` is ``b`` to the last bit: same exact types, tensors of the same dtype, shape and bits."""
+    if type(b) is torch.Tensor:
+        if type(a) is not torch.Tensor or a.dtype != b.dtype or a.shape != b.shape:
+            return False
+        if b.is_floating_point() and b.element_size() in (2, 4, 8):
+            return bool(torch.equal(bits(a), bits(b)))
+        return bool(torch.equal(a, b))
+    if type(b) is list or type(b) is tuple:
+        return type(a) is list and len(a) == len(b) and all(_identical(x, y) for x, y in zip(a, b))
+    return type(a) is type(b) and same(a, b)
+
+
+def read_each(name: str, cases: list, result) -> list[tuple[dict, list]]:
+    """``(outcome, arguments after the call)`` per case from :func:`~amp_edu.plans.l02.each_reading`."""
+    outcomes = result.get("outcomes") if type(result) is dict else None
+    after = result.get("after") if type(result) is dict else None
+    if type(outcomes) is not list or type(after) is not list or not len(outcomes) == len(after) == len(cases):
+        raise fail(name, expected=f"{len(cases)} answers", got=result,
+                   hint="the grader could not read your function's answers")
+    return list(zip(outcomes, after))
+
+
+def require_unchanged(name: str, case: tuple, after, names: tuple[str, ...], hint: str) -> None:
+    """Fail when the learner's function changed one of the arguments it should only read."""
+    if type(after) is not list or len(after) != len(case):
+        raise fail(name, input=case, expected="the arguments as they were", got=after,
+                   hint="the grader could not read your function's arguments after the call")
+    for arg, before, now in zip(names, case, after):
+        if not _identical(now, before):
+            raise fail(name, input=case, expected=f"`{arg}` left as it was",
+                       got=f"`{arg}` changed by your function{_change(before, now)}", hint=hint)
+
+
+def _change(before, now, where: str = "") -> str:
+    """Where ``now`` first differs from ``before``, e.g. ``": [0][3] was 1e-3, is now 2e-3"``."""
+    if type(before) is torch.Tensor and type(now) is torch.Tensor and before.shape == now.shape \
+            and before.dtype == now.dtype:
+        b, n = before.reshape(-1), now.reshape(-1)
+        diff = (bits(b) != bits(n)) if b.is_floating_point() and b.element_size() in (2, 4, 8) else (b != n)
+        if bool(diff.any()):
+            i = int(diff.nonzero()[0])
+            inside = f"in tensor {where}, " if where else ""
+            return f": {inside}element {i} (flattened) was {b[i].item()!r}, is now {n[i].item()!r}"
+        return ""
+    if type(before) in (list, tuple) and type(now) is list and len(before) == len(now):
+        for i, (x, y) in enumerate(zip(before, now)):
+            if not _identical(y, x):
+                return _change(x, y, f"{where}[{i}]")
+        return ""
+    if type(before) in (list, tuple) and type(now) is list:
+        return f": it held {len(before)} items, now {len(now)}"
+    return f": was {before!r}, is now {now!r}" if type(before) is not torch.Tensor else ""
 
 
 # --- part A: underflow fraction -------------------------------------------------------------
@@ -64,6 +129,7 @@ def _variants(grads, scale):
 
 
 def _cases_underflow():
+    """The named cases: the lesson's kind of gradients, then each edge."""
     g = torch.Generator().manual_seed(2)
     lesson = [torch.randn(64, 32, generator=g) * torch.exp2(torch.randint(-34, -6, (64, 32), generator=g).float())]
     t25, up = 2.0 ** -25, _above(2.0 ** -25)
@@ -79,30 +145,69 @@ def _cases_underflow():
         ([torch.zeros(5), torch.zeros(3)], 1.0),                              # nothing non-zero: 0.0
         ([_f32(1e-40, 1e-45, 1.0, 70000.0)], 1.0),                            # fp32 subnormals; overflow
         ([_f32(2.0 ** -35, 2.0 ** -36, 2.0 ** -30)], 2.0 ** 10),              # the tie after scaling
-        (lesson + [torch.zeros(100)], 8.0),
+        ([t.clone() for t in lesson] + [torch.zeros(100)], 8.0),
     ]
 
 
-def check_underflow_fraction(fn) -> str:
-    """Grade ``underflow_fraction(grads, scale) -> float``."""
+def _drawn_underflow(seed: int, n: int = 4) -> list[tuple[list, float]]:
+    """``n`` cases drawn from ``seed``: 1-3 tensors of gradients whose |g × S| lies around fp16's
+    floor (2^-28 .. 2^-20, either sign), with exact zeros and exact ties at 2^-25 / S mixed in, at
+    a loss scale S = 2^0 .. 2^16."""
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for _ in range(n):
+        scale = 2.0 ** _randint(g, 0, 17)
+        grads = []
+        for _ in range(_randint(g, 1, 4)):
+            size = _randint(g, 1, 40)
+            sign = torch.where(torch.rand(size, generator=g) < 0.5, -1.0, 1.0)
+            x = sign * torch.exp2(torch.empty(size).uniform_(-28.0, -20.0, generator=g)) / scale
+            pick = torch.rand(size, generator=g)
+            x = torch.where(pick < 0.1, torch.zeros(()), x)                                 # exact zeros
+            x = torch.where((pick >= 0.1) & (pick < 0.25), sign * (2.0 ** -25 / scale), x)  # the tie
+            grads.append(x.float())
+        out.append((grads, scale))
+    return out
+
+
+def _underflow_cases(seed: int):
+    return _cases_underflow() + _drawn_underflow(seed)
+
+
+def _underflow_hint(case, expected, got) -> str:
+    grads, scale = case
+    if type(got) is torch.Tensor:
+        return "return a Python float (use .item() or float(...))"
+    for v, h in _variants(grads, scale):
+        if type(got) in (int, float) and math.isclose(float(got), v, abs_tol=1e-12) \
+                and not math.isclose(v, expected, abs_tol=1e-12):
+            return h
+    return ("cast g × S to torch.float16 and count the non-zero g whose fp16 value is 0, "
+            "divided by the number of non-zero g")
+
+
+def _same_fraction(got, expected) -> bool:
+    return type(got) in (int, float) and math.isclose(float(got), expected, rel_tol=1e-9, abs_tol=1e-12)
+
+
+_READ_ONLY_GRADS = ("the gradients are only read: don't change them in place (no g.mul_(scale), "
+                    "g.abs_() ...); compute with new tensors, e.g. g.float() * scale")
+
+
+def _judge_underflow(cases, result) -> str:
     name = "underflow_fraction"
+    for case, (outcome, after) in zip(cases, read_each(name, cases, result)):
+        expected = reference_underflow_fraction(*case)
+        got = returned(name, outcome, input=case, expected=expected)
+        if not _same_fraction(got, expected):
+            raise fail(name, input=case, expected=expected, got=got, hint=_underflow_hint(case, expected, got))
+        require_unchanged(name, case, after, ("grads", "scale"), _READ_ONLY_GRADS)
+    return f"{len(cases)} cases"
 
-    def hint(case, expected, got):
-        grads, scale = case
-        if isinstance(got, torch.Tensor):
-            return "return a Python float (use .item() or float(...))"
-        for v, h in _variants(grads, scale):
-            if isinstance(got, (int, float)) and math.isclose(float(got), v, abs_tol=1e-12) \
-                    and not math.isclose(v, expected, abs_tol=1e-12):
-                return h
-        return ("cast g × S to torch.float16 and count the non-zero g whose fp16 value is 0, "
-                "divided by the number of non-zero g")
 
-    def compare(got, expected):
-        return isinstance(got, (int, float)) and not isinstance(got, bool) and \
-            math.isclose(float(got), expected, rel_tol=1e-9, abs_tol=1e-12)
-
-    return check_cases(name, fn, _cases_underflow(), reference_underflow_fraction, hint=hint, compare=compare)
+check_underflow_fraction = Check("underflow_fraction", cases=_underflow_cases, plan=each_reading,
+                                 judge=_judge_underflow, echo=True)
+"""Grade ``underflow_fraction(grads, scale) -> float``."""
 
 
 # --- part B: lost updates -------------------------------------------------------------------
@@ -112,6 +217,7 @@ def reference_lost_updates(weight: torch.Tensor, update: torch.Tensor) -> torch.
 
 
 def _cases_lost():
+    """The named cases: the lesson's kind of weights and updates, then each edge."""
     g = torch.Generator().manual_seed(3)
     w = (torch.randn(256, generator=g) * 0.1).half()
     u = torch.randn(256, generator=g) * 1e-4
@@ -120,7 +226,7 @@ def _cases_lost():
     return [
         (w, u),                                                              # like the lesson
         (one, _f32(2.0 ** -12, 2.0 ** -12 + 2.0 ** -24, 3e-4, 2.0 ** -11, 1e-5, 0.0)),  # below 1: half-ulp 2^-12
-        (one, _f32(-(2.0 ** -11), -3e-4, -(2.0 ** -10), -6e-4, -1e-6, -5e-4)),     # above 1: half-ulp 2^-11
+        (one.clone(), _f32(-(2.0 ** -11), -3e-4, -(2.0 ** -10), -6e-4, -1e-6, -5e-4)),  # above 1: half-ulp 2^-11
         (h(0.0, 0.0, 0.0, -0.0), _f32(2.0 ** -25, _above(2.0 ** -25), 1e-9, 1e-3)),  # zero weights
         (h(6e-8, 1e-6, 1e-5, 100.0), _f32(1e-8, 1e-8, 1e-9, 0.03)),            # subnormal and large
         (h(1.5, 1.5, 1.5, 1.5), _f32(0.0, 0.0, 1e-3, -1e-3)),                  # zero updates are not lost
@@ -129,15 +235,38 @@ def _cases_lost():
     ]
 
 
-def check_lost_updates(fn) -> str:
-    """Grade ``lost_updates(weight_fp16, update_fp32) -> bool tensor``."""
+def _drawn_lost(seed: int, n: int = 2, size: int = 128) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """``n`` cases drawn from ``seed``: fp16 weights of magnitude 2^-8 .. 2^8, either sign, with
+    updates of 2^-13 .. 2^-10 of the weight (around half an ulp, either direction), a third of them
+    exactly a power of two of it (the ties), one in nine exactly 0."""
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for _ in range(n):
+        w = (torch.randn(size, generator=g) * torch.exp2(torch.randint(-8, 9, (size,), generator=g).float())).half()
+        rel = torch.exp2(torch.randint(-13, -9, (size,), generator=g).float())
+        wobble = 1 + (torch.rand(size, generator=g) - 0.5) * 2.0 ** -6
+        rel = torch.where(torch.rand(size, generator=g) < 1 / 3, rel, rel * wobble)
+        sign = torch.where(torch.rand(size, generator=g) < 0.5, -1.0, 1.0)
+        u = w.float() * rel * sign
+        u[::9] = 0.0
+        out.append((w, u))
+    return out
+
+
+def _lost_cases(seed: int):
+    return _cases_lost() + _drawn_lost(seed)
+
+
+_READ_ONLY_LOST = ("weight and update are only read: don't change them in place (no weight.sub_(update)); "
+                   "compute weight.float() - update into a new tensor")
+
+
+def _judge_lost(cases, result) -> str:
     name = "lost_updates"
-    require_callable(name, fn)
-    n = 0
-    for w, u in _cases_lost():
+    for (w, u), (outcome, after) in zip(cases, read_each(name, cases, result)):
         expected = reference_lost_updates(w, u)
-        got = call_learner(name, fn, (w.clone(), u.clone()), input=(w, u), expected=expected)
-        if not isinstance(got, torch.Tensor) or got.dtype != torch.bool or got.shape != w.shape:
+        got = returned(name, outcome, input=(w, u), expected=expected)
+        if type(got) is not torch.Tensor or got.dtype != torch.bool or got.shape != w.shape:
             raise fail(name, input=(w, u), expected=expected, got=got,
                        hint="return a bool tensor of the weight's shape (True where the update is lost)")
         if not same(got, expected):
@@ -157,5 +286,9 @@ def check_lost_updates(fn) -> str:
                 h = "lost means: (float32(w) - update) rounded to fp16 equals w, although update != 0"
             raise fail(name, input=f"weight={wb!r} (fp16), update={ub!r}", expected=bool(expected[bad]),
                        got=bool(got[bad]), hint=h)
-        n += 1
-    return passed(name, f"{n} cases")
+        require_unchanged(name, (w, u), after, ("weight", "update"), _READ_ONLY_LOST)
+    return f"{len(cases)} cases"
+
+
+check_lost_updates = Check("lost_updates", cases=_lost_cases, plan=each_reading, judge=_judge_lost, echo=True)
+"""Grade ``lost_updates(weight_fp16, update_fp32) -> bool tensor``."""

@@ -7,12 +7,20 @@ gets wrong: float64 and integer tensors, tensors inside a list, a tensor on anot
 explicit ``dtype=`` (keyword and positional) and ``dtype=None``, promotion with and without an
 fp32 input, in-place ops and ``out=``, the banned op, and for the cache non-leaf, view, no-grad and fp16 tensors,
 a ``no_grad`` first call, two target dtypes, two weights in one region and ``inference_mode``.
+The tensors' values are drawn from the check's seed, and part A adds drawn tensors of every
+kind (dtype, device, parameter or not) to its named cases.
 
 An answer to part B must return the arguments autocast passes — each tensor's dtype, the
 containers, the keywords — not merely arguments with which the op gives the same result (``add``
 of bf16 and fp32 is float32 whether or not the bf16 input was cast first; a dropped ``dim=`` can
-be the op's default), and raise with autocast's own messages. ``tools/mutate.py`` found those
-gaps: it runs systematic mutants of the solution through this grader.
+be the op's default), and raise with autocast's own messages; it must leave the caller's tensors
+as they were. ``tools/mutate.py`` found those gaps: it runs systematic mutants of the solution
+through this grader.
+
+Meta tensors and parameters cannot travel by value: the cases describe them and
+:mod:`amp_edu.plans.l05` builds them (:func:`amp_edu.plans.l05.build`), in the kernel for the
+learner's functions and here for the reference. The weight cache's checks are about object
+identity and autograd history, which only the kernel sees: its plan reports them per scenario.
 """
 
 from __future__ import annotations
@@ -21,7 +29,10 @@ import torch
 import torch.nn.functional as F
 
 from ..autocast.policy import decide, is_eligible, kind_of
-from .core import call_learner, fail, passed, require_callable, same
+from ..device import num_threads
+from ..plans import l05 as plan
+from ..plans.l05 import build
+from .core import SELF_CHECK_SEED, Check, fail, returned, same
 
 __all__ = ["check_is_eligible", "check_autocast_args", "check_cached_cast"]
 
@@ -34,111 +45,196 @@ def _describe(t) -> str:
     return repr(t)
 
 
+def _meta(*shape, dtype=FP32) -> dict:
+    """A tensor on the ``meta`` device, as a case describes it."""
+    return {"$meta": list(shape), "dtype": dtype}
+
+
 # --- part A ---------------------------------------------------------------------------------
-def _eligibility_cases():
-    meta = torch.empty(2, device="meta")
+_DRAWN_DTYPES = (FP32, BF16, FP16, FP64, torch.int64, torch.int32, torch.uint8, torch.bool, torch.complex64,
+                 torch.float8_e4m3fn, torch.float8_e5m2)
+_FLOATS = (FP32, BF16, FP16, FP64)
+
+
+def _drawn_eligibility(seed: int, n: int = 8) -> list[tuple]:
+    """``n`` tensors of a drawn dtype, shape and kind (plain, a parameter, on the meta device),
+    each asked about a drawn device type."""
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for _ in range(n):
+        dtype = _DRAWN_DTYPES[int(torch.randint(len(_DRAWN_DTYPES), (), generator=g))]
+        shape = [int(v) for v in torch.randint(1, 4, (int(torch.randint(1, 3, (), generator=g)),), generator=g)]
+        kind = int(torch.randint(3, (), generator=g))
+        device = ("cpu", "cuda", "xpu")[int(torch.randint(3, (), generator=g))]
+        t = torch.randn(shape, generator=g).to(dtype) if dtype != torch.complex64 else \
+            torch.randn(shape, generator=g, dtype=dtype)
+        if kind == 1 and dtype in _FLOATS:
+            spec = {"$parameter": t}
+        elif kind == 2:
+            spec = _meta(*shape, dtype=dtype)
+        else:
+            spec = t
+        out.append((spec, device))
+    return out
+
+
+def _eligibility_cases(seed: int = SELF_CHECK_SEED):
+    g = torch.Generator().manual_seed(seed)
+
+    def r(*shape):
+        return torch.randn(*shape, generator=g)
     return [
-        (torch.randn(2), "cpu"), (torch.randn(2).bfloat16(), "cpu"), (torch.randn(2).half(), "cpu"),
-        (torch.randn(2).double(), "cpu"), (torch.arange(3), "cpu"), (torch.tensor([True]), "cpu"),
-        (torch.randn(2, dtype=torch.complex64), "cpu"), (torch.randn(2), "cuda"), (meta, "cpu"),
-        (torch.randn(2).to(torch.float8_e4m3fn), "cpu"), (1.5, "cpu"), (None, "cpu"),
-        (torch.nn.Parameter(torch.randn(2)), "cpu"),
+        (r(2), "cpu"), (r(2).bfloat16(), "cpu"), (r(2).half(), "cpu"),
+        (r(2).double(), "cpu"), (torch.arange(3), "cpu"), (torch.tensor([True]), "cpu"),
+        (torch.randn(2, dtype=torch.complex64, generator=g), "cpu"), (r(2), "cuda"), (_meta(2), "cpu"),
+        (r(2).to(torch.float8_e4m3fn), "cpu"), (1.5, "cpu"), (None, "cpu"),
+        ({"$parameter": r(2)}, "cpu"),
+        *_drawn_eligibility(seed),
     ]
 
 
-def check_is_eligible(fn) -> None:
-    """``fn(t, device_type) -> bool``: would autocast cast ``t``?"""
+def _eligibility_hint(t, dev, got) -> str:
+    if type(got) is not bool:
+        return "return a Python bool: True or False"
+    hint = ("eligible means: a tensor, floating point (t.is_floating_point()), not float64, "
+            "and on the autocast device (t.device.type == device_type)")
+    if isinstance(t, torch.Tensor) and t.dtype == FP64:
+        hint = "float64 tensors are never cast: the user asked for double precision on purpose"
+    elif isinstance(t, torch.Tensor) and not t.is_floating_point():
+        hint = "integer, bool and complex tensors are never cast (indices must stay integers)"
+    elif isinstance(t, torch.Tensor) and t.device.type != dev:
+        hint = "only tensors on the autocast device are cast: compare t.device.type with device_type"
+    elif not isinstance(t, torch.Tensor):
+        hint = "arguments that are not tensors (numbers, None) are never cast"
+    elif t.dtype in (torch.float8_e4m3fn, torch.float8_e5m2):
+        hint = "the rule is 'floating point and not float64', not a list of three dtypes"
+    return hint
+
+
+def _judge_eligible(cases, outcomes) -> str:
     name = "is_eligible"
-    require_callable(name, fn)
-    for t, dev in _eligibility_cases():
+    values, raised = (outcomes.get("values"), outcomes.get("raised")) if type(outcomes) is dict else (None, None)
+    if type(values) is not list or len(values) > len(cases) or (raised is None) != (len(values) == len(cases)):
+        raise fail(name, expected=f"{len(cases)} answers", got=outcomes,
+                   hint="the grader could not read your function's answers")
+    for i, (spec, dev) in enumerate(cases):
+        t = build(spec)
         shown = f"is_eligible({_describe(t)}, {dev!r})"
         want = is_eligible(t, dev)
-        got = call_learner(name, fn, (t, dev), input=shown, expected=want)
-        if got is not want and got != want:
-            hint = ("eligible means: a tensor, floating point (t.is_floating_point()), not float64, "
-                    "and on the autocast device (t.device.type == device_type)")
-            if isinstance(t, torch.Tensor) and t.dtype == FP64:
-                hint = "float64 tensors are never cast: the user asked for double precision on purpose"
-            elif isinstance(t, torch.Tensor) and not t.is_floating_point():
-                hint = "integer, bool and complex tensors are never cast (indices must stay integers)"
-            elif isinstance(t, torch.Tensor) and t.device.type != dev:
-                hint = "only tensors on the autocast device are cast: compare t.device.type with device_type"
-            elif not isinstance(t, torch.Tensor):
-                hint = "arguments that are not tensors (numbers, None) are never cast"
-            elif t.dtype == torch.float8_e4m3fn:
-                hint = "the rule is 'floating point and not float64', not a list of three dtypes"
-            raise fail(name, input=shown, expected=want, got=got, hint=hint)
-    passed(name, f"{len(_eligibility_cases())} cases")
+        got = returned(name, {"ok": values[i]} if i < len(values) else {"raised": raised}, input=shown, expected=want)
+        if type(got) is not bool or got is not want:
+            raise fail(name, input=shown, expected=want, got=got, hint=_eligibility_hint(t, dev, got))
+    return f"{len(cases)} cases"
+
+
+check_is_eligible = Check("is_eligible", cases=_eligibility_cases, plan=plan.is_eligible, judge=_judge_eligible)
+"""Grade ``is_eligible(t, device_type) -> bool``: would autocast cast ``t``?"""
 
 
 # --- part B ---------------------------------------------------------------------------------
-def _r(*shape, dtype=FP32, seed=[0]):
-    seed[0] += 1
-    g = torch.Generator().manual_seed(seed[0])
-    return torch.randn(*shape, generator=g).to(dtype)
+# the callables the cases' ops are run with (a case names one by its key: a function cannot travel)
+_CALLABLES = {
+    "torch.addbmm": torch.addbmm, "torch.conv1d": torch.conv1d, "torch.addr": torch.addr,
+    "torch.prelu": torch.prelu, "torch.cosh": torch.cosh, "torch.rsqrt": torch.rsqrt, "torch.pow": torch.pow,
+    "torch.cumprod": torch.cumprod, "torch.softmax": torch.softmax, "torch.logsumexp": torch.logsumexp,
+    "torch.prod": torch.prod, "torch.linalg.vector_norm": torch.linalg.vector_norm, "torch.mm": torch.mm,
+    "torch._C._nn.huber_loss": torch._C._nn.huber_loss, "torch.renorm": torch.renorm,
+    "torch.linalg.multi_dot": torch.linalg.multi_dot, "torch.scatter_add": torch.scatter_add,
+    "torch.vdot": torch.vdot, "torch.atan2": torch.atan2, "torch.addcdiv": torch.addcdiv,
+    "torch.index_copy": torch.index_copy, "torch.stack": torch.stack, "torch.cat": torch.cat,
+    "torch.Tensor.exp_": torch.Tensor.exp_, "torch.Tensor.addmm_": torch.Tensor.addmm_, "torch.bmm": torch.bmm,
+    "torch.add": torch.add, "torch.nn.functional.linear": F.linear,
+    "torch._C._nn.binary_cross_entropy": torch._C._nn.binary_cross_entropy,
+}
 
 
-def _cases():
-    """(label, policy, low dtype, op name, callable, args, kwargs)."""
-    nn = torch._C._nn
+def _case_specs(seed: int = SELF_CHECK_SEED):
+    """(label, policy, low dtype, op name, callable's key, args, kwargs), the tensors' values drawn
+    from ``seed``; meta tensors described (:func:`amp_edu.plans.l05.build` makes them)."""
+    g = torch.Generator().manual_seed(seed)
+
+    def _r(*shape, dtype=FP32):
+        return torch.randn(*shape, generator=g).to(dtype)
+
     idx = torch.tensor([[0, 1], [1, 0]])
-    meta = torch.empty(3, 3, device="meta")
+    meta = _meta(3, 3)
     h, b = _r(6, dtype=FP16), _r(6, dtype=BF16)
     return [
-        ("addbmm, fp32 inputs", "cuda", FP16, "addbmm", torch.addbmm, (_r(3, 3), _r(2, 3, 4), _r(2, 4, 3)), {}),
-        ("addbmm, CPU policy", "cpu", BF16, "addbmm", torch.addbmm, (_r(3, 3), _r(2, 3, 4), _r(2, 4, 3)), {}),
-        ("conv1d with a float64 input", "cpu", BF16, "conv1d", torch.conv1d,
+        ("addbmm, fp32 inputs", "cuda", FP16, "addbmm", "torch.addbmm", (_r(3, 3), _r(2, 3, 4), _r(2, 4, 3)), {}),
+        ("addbmm, CPU policy", "cpu", BF16, "addbmm", "torch.addbmm", (_r(3, 3), _r(2, 3, 4), _r(2, 4, 3)), {}),
+        ("conv1d with a float64 input", "cpu", BF16, "conv1d", "torch.conv1d",
          (_r(1, 2, 5, dtype=FP64), _r(3, 2, 2, dtype=FP64)), {}),
-        ("addr with a float64 bias", "cuda", FP16, "addr", torch.addr, (_r(3, 4, dtype=FP64), _r(3), _r(4)), {}),
-        ("prelu", "cuda", BF16, "prelu", torch.prelu, (_r(2, 3), _r(1)), {}),
-        ("cosh of fp16", "cuda", FP16, "cosh", torch.cosh, (h,), {}),
-        ("cosh of fp16, CPU policy", "cpu", FP16, "cosh", torch.cosh, (h,), {}),
-        ("rsqrt of bf16 in a bf16 region", "cuda", BF16, "rsqrt", torch.rsqrt, (b.abs(),), {}),
-        ("pow(2.0, fp16 tensor)", "cuda", FP16, "pow", torch.pow, (2.0, h), {}),
-        ("cumprod of fp16", "cuda", FP16, "cumprod", torch.cumprod, (h, 0), {}),
-        ("cumprod with dtype= keyword", "cuda", FP16, "cumprod", torch.cumprod, (h, 0), {"dtype": FP16}),
-        ("softmax with a positional dtype", "cuda", FP16, "softmax", torch.softmax, (h.view(2, 3), 1, FP16), {}),
-        ("softmax with dim= keyword", "cuda", FP16, "softmax", torch.softmax, (h.view(2, 3),), {"dim": 1}),
-        ("cumprod with dtype=None (no dtype chosen)", "cuda", FP16, "cumprod", torch.cumprod, (h, 0), {"dtype": None}),
-        ("logsumexp of fp16", "cuda", FP16, "logsumexp", torch.logsumexp, (h.view(2, 3), 1), {}),
-        ("prod of a float64 tensor", "cuda", FP16, "prod", torch.prod, (_r(4, dtype=FP64),), {}),
-        ("prod of bf16, CPU policy (fp32, not fp32_dtype)", "cpu", BF16, "prod", torch.prod, (b,), {"dtype": BF16}),
+        ("addr with a float64 bias", "cuda", FP16, "addr", "torch.addr", (_r(3, 4, dtype=FP64), _r(3), _r(4)), {}),
+        ("prelu", "cuda", BF16, "prelu", "torch.prelu", (_r(2, 3), _r(1)), {}),
+        ("cosh of fp16", "cuda", FP16, "cosh", "torch.cosh", (h,), {}),
+        ("cosh of fp16, CPU policy", "cpu", FP16, "cosh", "torch.cosh", (h,), {}),
+        ("rsqrt of bf16 in a bf16 region", "cuda", BF16, "rsqrt", "torch.rsqrt", (b.abs(),), {}),
+        ("pow(2.0, fp16 tensor)", "cuda", FP16, "pow", "torch.pow", (2.0, h), {}),
+        ("cumprod of fp16", "cuda", FP16, "cumprod", "torch.cumprod", (h, 0), {}),
+        ("cumprod with dtype= keyword", "cuda", FP16, "cumprod", "torch.cumprod", (h, 0), {"dtype": FP16}),
+        ("softmax with a positional dtype", "cuda", FP16, "softmax", "torch.softmax", (h.view(2, 3), 1, FP16), {}),
+        ("softmax with dim= keyword", "cuda", FP16, "softmax", "torch.softmax", (h.view(2, 3),), {"dim": 1}),
+        ("cumprod with dtype=None (no dtype chosen)", "cuda", FP16, "cumprod", "torch.cumprod", (h, 0), {"dtype": None}),
+        ("logsumexp of fp16", "cuda", FP16, "logsumexp", "torch.logsumexp", (h.view(2, 3), 1), {}),
+        ("prod of a float64 tensor", "cuda", FP16, "prod", "torch.prod", (_r(4, dtype=FP64),), {}),
+        ("prod of bf16, CPU policy (fp32, not fp32_dtype)", "cpu", BF16, "prod", "torch.prod", (b,), {"dtype": BF16}),
         ("linalg_vector_norm of a tensor on another device", "cuda", FP16, "linalg_vector_norm",
-         torch.linalg.vector_norm, (meta,), {}),
-        ("mm of tensors on another device", "cpu", BF16, "mm", torch.mm, (meta, meta), {}),
-        ("huber_loss of bf16", "cpu", BF16, "huber_loss", nn.huber_loss, (b, b.flip(0)), {}),
-        ("renorm of fp16", "cuda", FP16, "renorm", torch.renorm, (h.view(2, 3), 2, 0, 1.0), {}),
-        ("linalg_multi_dot of a list of fp32 matrices", "cuda", FP16, "linalg_multi_dot", torch.linalg.multi_dot,
+         "torch.linalg.vector_norm", (meta,), {}),
+        ("mm of tensors on another device", "cpu", BF16, "mm", "torch.mm", (meta, meta), {}),
+        ("huber_loss of bf16", "cpu", BF16, "huber_loss", "torch._C._nn.huber_loss", (b, b.flip(0)), {}),
+        ("renorm of fp16", "cuda", FP16, "renorm", "torch.renorm", (h.view(2, 3), 2, 0, 1.0), {}),
+        ("linalg_multi_dot of a list of fp32 matrices", "cuda", FP16, "linalg_multi_dot", "torch.linalg.multi_dot",
          ([_r(3, 4), _r(4, 5), _r(5, 2)],), {}),
-        ("scatter_add: fp32 self, integer index, fp16 src", "cuda", FP16, "scatter_add", torch.scatter_add,
+        ("scatter_add: fp32 self, integer index, fp16 src", "cuda", FP16, "scatter_add", "torch.scatter_add",
          (_r(2, 2), 0, idx, _r(2, 2, dtype=FP16)), {}),
-        ("scatter_add: all fp16", "cuda", FP16, "scatter_add", torch.scatter_add,
+        ("scatter_add: all fp16", "cuda", FP16, "scatter_add", "torch.scatter_add",
          (_r(2, 2, dtype=FP16), 0, idx, _r(2, 2, dtype=FP16)), {}),
-        ("vdot of fp16 and fp32", "cuda", FP16, "vdot", torch.vdot, (h, _r(6)), {}),
-        ("atan2 of fp16 and float64", "cuda", FP16, "atan2", torch.atan2, (h, _r(6, dtype=FP64)), {}),
-        ("addcdiv of bf16 and fp16 in an fp16 region", "cuda", FP16, "addcdiv", torch.addcdiv,
+        ("vdot of fp16 and fp32", "cuda", FP16, "vdot", "torch.vdot", (h, _r(6)), {}),
+        ("atan2 of fp16 and float64", "cuda", FP16, "atan2", "torch.atan2", (h, _r(6, dtype=FP64)), {}),
+        ("addcdiv of bf16 and fp16 in an fp16 region", "cuda", FP16, "addcdiv", "torch.addcdiv",
          (h, b, h.abs() + 1), {}),
-        ("index_copy: bf16 self, fp32 source", "cpu", BF16, "index_copy", torch.index_copy,
+        ("index_copy: bf16 self, fp32 source", "cpu", BF16, "index_copy", "torch.index_copy",
          (_r(3, 2, dtype=BF16), 0, torch.tensor([0, 2]), _r(2, 2)), {}),
-        ("stack of a tuple: bf16, fp32", "cpu", BF16, "stack", torch.stack, ((b, _r(6)),), {}),
-        ("stack of a list: bf16, bf16", "cpu", BF16, "stack", torch.stack, ([b, b.flip(0)],), {}),
-        ("cat of a list: bf16, fp32", "cpu", BF16, "cat", torch.cat, ([b, _r(6)],), {}),
-        ("atan2 of fp16 with an fp32 other= keyword", "cuda", FP16, "atan2", torch.atan2, (h,), {"other": _r(6)}),
-        ("cat of a list: int64, int64", "cpu", BF16, "cat", torch.cat, ([idx, idx],), {}),
-        ("exp_ (in place) of fp32", "cuda", FP16, "exp_", torch.Tensor.exp_, (_r(4),), {}),
-        ("addmm_ (in place)", "cpu", BF16, "addmm_", torch.Tensor.addmm_, (_r(3, 3), _r(3, 3), _r(3, 3)), {}),
-        ("bmm with out=", "cpu", BF16, "bmm", torch.bmm, (_r(2, 3, 3), _r(2, 3, 3)), {"out": torch.empty(2, 3, 3)}),
-        ("add (not in the tables) of bf16 and fp32", "cpu", BF16, "add", torch.add, (b, _r(6)), {}),
+        ("stack of a tuple: bf16, fp32", "cpu", BF16, "stack", "torch.stack", ((b, _r(6)),), {}),
+        ("stack of a list: bf16, bf16", "cpu", BF16, "stack", "torch.stack", ([b, b.flip(0)],), {}),
+        ("cat of a list: bf16, fp32", "cpu", BF16, "cat", "torch.cat", ([b, _r(6)],), {}),
+        ("atan2 of fp16 with an fp32 other= keyword", "cuda", FP16, "atan2", "torch.atan2", (h,), {"other": _r(6)}),
+        ("cat of a list: int64, int64", "cpu", BF16, "cat", "torch.cat", ([idx, idx],), {}),
+        ("exp_ (in place) of fp32", "cuda", FP16, "exp_", "torch.Tensor.exp_", (_r(4),), {}),
+        ("addmm_ (in place)", "cpu", BF16, "addmm_", "torch.Tensor.addmm_", (_r(3, 3), _r(3, 3), _r(3, 3)), {}),
+        ("bmm with out=", "cpu", BF16, "bmm", "torch.bmm", (_r(2, 3, 3), _r(2, 3, 3)), {"out": torch.zeros(2, 3, 3)}),
+        ("add (not in the tables) of bf16 and fp32", "cpu", BF16, "add", "torch.add", (b, _r(6)), {}),
         # a lower op casts EVERY eligible floating input to the region's dtype, not only the fp32 ones
-        ("mm of a bf16 and an fp32 matrix in an fp16 region", "cuda", FP16, "mm", torch.mm,
+        ("mm of a bf16 and an fp32 matrix in an fp16 region", "cuda", FP16, "mm", "torch.mm",
          (_r(3, 3, dtype=BF16), _r(3, 3)), {}),
-        ("linear: fp16 input, fp32 weight, in a bf16 region (CPU policy)", "cpu", BF16, "linear", F.linear,
-         (_r(2, 4, dtype=FP16), _r(3, 4)), {}),
-        ("binary_cross_entropy, CUDA policy", "cuda", FP16, "binary_cross_entropy", nn.binary_cross_entropy,
+        ("linear: fp16 input, fp32 weight, in a bf16 region (CPU policy)", "cpu", BF16, "linear",
+         "torch.nn.functional.linear", (_r(2, 4, dtype=FP16), _r(3, 4)), {}),
+        ("binary_cross_entropy, CUDA policy", "cuda", FP16, "binary_cross_entropy", "torch._C._nn.binary_cross_entropy",
          (h.sigmoid(), h.sigmoid().flip(0)), {}),
-        ("binary_cross_entropy, CPU policy", "cpu", BF16, "binary_cross_entropy", nn.binary_cross_entropy,
+        ("binary_cross_entropy, CPU policy", "cpu", BF16, "binary_cross_entropy", "torch._C._nn.binary_cross_entropy",
          (b.sigmoid(), b.sigmoid().flip(0)), {}),
     ]
+
+
+def _cases(seed: int = SELF_CHECK_SEED):
+    """(label, policy, low dtype, op name, callable, args, kwargs), every object built (for tools
+    that call answers on the graded inputs)."""
+    return [(label, pol, low, op, _CALLABLES[key], build(args), build(kwargs))
+            for label, pol, low, op, key, args, kwargs in _case_specs(seed)]
+
+
+class _Raised:
+    """An exception, by value: its type's name and its message (the learner's arrive so)."""
+
+    def __init__(self, type_name: str, message: str):
+        self.type, self.message = type_name, message
+
+    @classmethod
+    def of(cls, exc: BaseException) -> "_Raised":
+        return cls(type(exc).__name__, str(exc))
+
+    def __repr__(self):
+        return f"{self.type}({self.message!r})"
 
 
 def _reference(op, args, kwargs, policy, dtype):
@@ -152,20 +248,21 @@ def _run(fn, args, kwargs):
     try:
         return fn(*[a.clone() if isinstance(a, torch.Tensor) and not a.is_meta else a for a in args], **kwargs)
     except Exception as exc:  # noqa: BLE001 - an error is an outcome to compare
-        return exc
+        return _Raised.of(exc)
 
 
 def _same_outcome(got, want) -> bool:
-    if isinstance(want, Exception) or isinstance(got, Exception):
-        return type(got) is type(want) and str(got) == str(want)
+    if isinstance(want, _Raised) or isinstance(got, _Raised):
+        return (isinstance(got, _Raised) and isinstance(want, _Raised) and got.type == want.type
+                and got.message == want.message)
     if isinstance(want, torch.Tensor) and want.is_meta:
         return isinstance(got, torch.Tensor) and got.dtype == want.dtype
     return same(got, want)
 
 
 def _shown(out):
-    if isinstance(out, Exception):
-        return f"{type(out).__name__}: {(str(out).splitlines() or [''])[0]}"
+    if isinstance(out, _Raised):
+        return f"{out.type}: {(out.message.splitlines() or [''])[0]}"
     return _describe(out) if isinstance(out, torch.Tensor) else out
 
 
@@ -268,139 +365,231 @@ def _layout_hint(kind, args, kwargs, ref, mine) -> str:
     return _hint(kind, args, kwargs, mine)
 
 
-def check_autocast_args(fn) -> None:
-    """``fn(op, args, kwargs, *, policy, device_type, dtype) -> (args, kwargs)`` (or RuntimeError)."""
+def _plain(obj, depth: int = 0) -> bool:
+    """Only built-in containers, tensors and plain values (what an answer can be made of)."""
+    if depth > 16:
+        return False
+    t = type(obj)
+    if t is list or t is tuple:
+        return all(_plain(o, depth + 1) for o in obj)
+    if t is dict:
+        return all(type(k) is str and _plain(v, depth + 1) for k, v in obj.items())
+    return t in (torch.Tensor, torch.dtype, int, float, bool, str, type(None))
+
+
+def _copy(obj):
+    """``obj`` with every tensor (but a meta one) cloned and its containers rebuilt."""
+    if isinstance(obj, torch.Tensor):
+        return obj if obj.is_meta else obj.clone()
+    if type(obj) in (list, tuple):
+        return type(obj)(_copy(o) for o in obj)
+    if type(obj) is dict:
+        return {k: _copy(v) for k, v in obj.items()}
+    return obj
+
+
+def _unchanged(before, after) -> bool:
+    """The tensors of ``after`` (what a function was handed, after the call) are those of ``before``."""
+    a, b = _flat(before), _flat(after)
+    return len(a) == len(b) and all(
+        not isinstance(x, torch.Tensor) or (type(y) is torch.Tensor and _layout(x) == _layout(y)
+                                            and (x.is_meta or same(x, y)))
+        for x, y in zip(a, b))
+
+
+_UNCHANGED_HINT = ("autocast_args must leave the caller's tensors as they are: return new (cast) tensors "
+                   "made with t.to(dtype), don't change args in place")
+
+
+def _judge_args(cases, result) -> str:
+    with num_threads(1):        # small ops: one thread is faster, much faster on a busy machine
+        return _judge_calls(cases, result)
+
+
+def _judge_calls(cases, result) -> str:
     name = "autocast_args"
-    require_callable(name, fn)
-    cases = _cases()
-    for label, pol, low, op, call, args, kwargs in cases:
+    if type(result) is not list or len(result) != len(cases):
+        raise fail(name, expected=f"{len(cases)} answers", got=result,
+                   hint="the grader could not read your function's answers")
+    for (label, pol, low, op, key, args_spec, kwargs_spec), got in zip(cases, result):
+        # copies: running the op may write into them (out=), the originals are what the learner was handed
+        args, kwargs, call = _copy(build(args_spec)), _copy(build(kwargs_spec)), _CALLABLES[key]
         shown = f"{op} [{label}] under policy={pol!r}, dtype={low}: args=({', '.join(map(_describe, args))})"
         try:
             ref = _reference(op, args, dict(kwargs), pol, low)
             want = _run(call, *ref)
         except RuntimeError as exc:
-            ref = want = exc
+            ref = want = _Raised.of(exc)
+        if type(got) is not dict:
+            raise fail(name, input=shown, expected=_shown(want), got=got,
+                       hint="the grader could not read your function's answers")
         # the banned op's right answer is a RuntimeError: returned, then compared with torch's
-        mine = call_learner(name, fn, (op, args, dict(kwargs)),
-                            dict(policy=pol, device_type="cpu", dtype=low),
-                            input=shown, expected=_shown(want), returns=(RuntimeError,))
+        mine = returned(name, got.get("outcome"), input=shown, expected=_shown(want), returns=("RuntimeError",))
+        if type(got.get("outcome")) is dict and "raised" in got["outcome"]:
+            mine = _Raised(mine["type"], mine["message"])
         answer = mine
-        if not isinstance(mine, Exception):
-            if not (isinstance(mine, tuple) and len(mine) == 2 and isinstance(mine[1], dict)):
+        if not isinstance(mine, _Raised):
+            if not (type(mine) is tuple and len(mine) == 2 and type(mine[1]) is dict):
                 raise fail(name, input=shown, expected="a tuple (args, kwargs)", got=mine,
                            hint="return the (possibly cast) arguments as a tuple and the keyword arguments as a dict")
+            if not _plain(mine):
+                raise fail(name, input=shown, expected=_shown_args(ref) if not isinstance(ref, _Raised) else _shown(ref),
+                           got=mine, hint="return plain tensors, lists, tuples and dicts (the arguments autocast passes)")
+            answer = mine = (build(mine[0]), build(mine[1]))
             mine = _run(call, mine[0], mine[1])
         kind = kind_of(pol, op, args, kwargs)
-        if isinstance(answer, Exception) and isinstance(ref, Exception) and type(answer) is type(ref) \
-                and str(answer) != str(ref):
+        if isinstance(answer, _Raised) and isinstance(ref, _Raised) and answer.type == ref.type \
+                and answer.message != ref.message:
             raise fail(name, input=shown, expected=_shown(ref), got=_shown(answer),
-                       hint=f"raise RuntimeError with autocast's own message: {str(ref)!r}")
+                       hint=f"raise RuntimeError with autocast's own message: {ref.message!r}")
         if not _same_outcome(mine, want):
-            pair = not isinstance(ref, Exception) and isinstance(answer, tuple)
+            pair = not isinstance(ref, _Raised) and isinstance(answer, tuple)
             raise fail(name, input=shown, expected=_shown(want), got=_shown(mine),
                        hint=_layout_hint(kind, args, kwargs, ref, answer) if pair else _hint(kind, args, kwargs, answer))
         # the same op result is not enough: the arguments must be the ones autocast passes
-        if not isinstance(ref, Exception) and _layout(answer) != _layout(ref):
+        if not isinstance(ref, _Raised) and _layout(answer) != _layout(ref):
             raise fail(name, input=shown, expected=_shown_args(ref), got=_shown_args(answer),
                        hint=_layout_hint(kind, args, kwargs, ref, answer))
-    passed(name, f"{len(cases)} calls of ops the lesson did not show")
+        after_args, after_kwargs = build(got.get("args")), build(got.get("kwargs"))
+        kept = {k: v for k, v in after_kwargs.items() if k in kwargs} if type(after_kwargs) is dict else after_kwargs
+        args, kwargs = build(args_spec), build(kwargs_spec)
+        if not (_unchanged(args, after_args) and type(kept) is dict and kept.keys() == kwargs.keys()
+                and _unchanged(kwargs, kept)):
+            raise fail(name, input=shown, expected=f"the arguments unchanged: {_shown_args((args, kwargs))}",
+                       got=_shown_args((after_args, kept)) if type(after_args) in (list, tuple) and type(kept) is dict
+                       else (after_args, kept), hint=_UNCHANGED_HINT)
+    return f"{len(cases)} calls of ops the lesson did not show"
 
 
+check_autocast_args = Check("autocast_args", cases=_case_specs, plan=plan.autocast_args, judge=_judge_args)
+"""Grade ``autocast_args(op, args, kwargs, *, policy, device_type, dtype) -> (args, kwargs)`` (or RuntimeError)."""
 
 
 # --- part C ---------------------------------------------------------------------------------
+def _cache_cases(seed: int = SELF_CHECK_SEED) -> dict:
+    """The scenarios' tensors, drawn from ``seed``: weights ``p`` (4, 4) and ``q`` (3, 2), an
+    activation, the base of a view, an fp16 weight."""
+    g = torch.Generator().manual_seed(seed)
+    return {"p": torch.randn(4, 4, generator=g), "q": torch.randn(3, 2, generator=g),
+            "act": torch.randn(4, 4, generator=g), "base": torch.randn(8, generator=g),
+            "half": torch.randn(4, 4, generator=g).half()}
+
+
 def _cache_fail(shown, expected, got, hint):
     return fail("cached_cast", input=shown, expected=expected, got=got, hint=hint)
 
 
-def check_cached_cast(fn) -> None:
-    """``fn(cache: dict, t, to, lower) -> tensor``: the weight-cast cache."""
+def _cast(name, outcome, source, to, shown):
+    """The learner's tensor from one call's ``outcome``: ``source.to(to)``, or a failure."""
+    out = returned(name, outcome, input=shown, expected=f"t.to({to})")
+    if type(out) is not torch.Tensor or out.dtype != to or not torch.equal(out, source.to(to)):
+        raise _cache_fail(shown, f"t.to({to})", _describe(out), "always return the cast tensor (cached or new)")
+    return out
+
+
+def _scenario(result, key) -> dict:
+    got = result.get(key)
+    if type(got) is not dict or type(got.get("calls")) is not list:
+        raise fail("cached_cast", expected=f"the scenario {key!r}", got=got,
+                   hint="the grader could not read what your function did")
+    return got
+
+
+def _calls(name, got, n, shown):
+    calls = got["calls"]
+    if len(calls) != n:
+        raise fail(name, input=shown, expected=f"{n} calls", got=calls,
+                   hint="the grader could not read what your function did")
+    return calls
+
+
+def _judge_cache(cases, result) -> str:
     name = "cached_cast"
-    require_callable(name, fn)
+    if type(result) is not dict:
+        raise fail(name, expected="the weight-cache scenarios", got=result,
+                   hint="the grader could not read what your function did")
+    p, q = cases["p"], cases["q"]
 
-    def call(cache, t, to, lower, shown):
-        out = call_learner(name, fn, (cache, t, to, lower), input=shown, expected=f"t.to({to})")
-        if not isinstance(out, torch.Tensor) or out.dtype != to or not torch.equal(out, t.to(to)):
-            raise _cache_fail(shown, f"t.to({to})", _describe(out), "always return the cast tensor (cached or new)")
-        return out
-
-    p = torch.nn.Parameter(torch.randn(4, 4))
+    got = _scenario(result, "reuse")
     shown = "cached_cast(cache, p, torch.bfloat16, lower=torch.bfloat16) twice, p = nn.Parameter (fp32 leaf)"
-    cache: dict = {}
-    if call(cache, p, BF16, BF16, shown) is not call(cache, p, BF16, BF16, shown):
+    for c in _calls(name, got, 2, shown):
+        _cast(name, c, p, BF16, shown)
+    if got.get("same") is not True:
         raise _cache_fail(shown, "the same tensor object both times", "two different tensors",
                           "a weight's cast should be made once and reused within the region")
 
-    cache = {}
+    got = _scenario(result, "no_grad")
     shown = "first call inside torch.no_grad(), second call with grad enabled (same parameter)"
-    with torch.no_grad():
-        call(cache, p, BF16, BF16, shown)
-    out = call(cache, p, BF16, BF16, shown)
-    if out.grad_fn is None:
+    for c in _calls(name, got, 2, shown):
+        _cast(name, c, p, BF16, shown)
+    if type(got.get("grad_fn")) is not str:
         raise _cache_fail(shown, "a cast with autograd history (grad_fn ToCopyBackward0)", "grad_fn=None",
                           "the no_grad trap: make the cached copy under torch.enable_grad(), so it stays "
                           "connected to the weight whichever forward made it")
 
-    base = torch.randn(8)
-    leaf_view = base[:4].requires_grad_()
     not_cached = [
-        (torch.randn(4, 4), BF16, BF16, "a tensor that does not require grad (an activation, a batch)"),
-        (p * 2, BF16, BF16, "a non-leaf tensor (p * 2)"),
-        (leaf_view, BF16, BF16, "a view (base[:4].requires_grad_()) — a leaf, but a view"),
-        (torch.nn.Parameter(torch.randn(4, 4).half()), BF16, BF16, "an fp16 parameter (only fp32 sources are cached)"),
-        (p, FP16, BF16, "a cast to fp16 in a bf16 region (not the region's low-precision dtype)"),
+        ("activation", cases["act"], BF16, BF16, "a tensor that does not require grad (an activation, a batch)"),
+        ("non_leaf", p * 2, BF16, BF16, "a non-leaf tensor (p * 2)"),
+        ("view", cases["base"][:4], BF16, BF16, "a view (base[:4].requires_grad_()) — a leaf, but a view"),
+        ("fp16_parameter", cases["half"], BF16, BF16, "an fp16 parameter (only fp32 sources are cached)"),
+        ("fp16_in_bf16", p, FP16, BF16, "a cast to fp16 in a bf16 region (not the region's low-precision dtype)"),
     ]
-    for t, to, lower, what in not_cached:
-        cache = {}
+    for key, t, to, lower, what in not_cached:
+        got = _scenario(result, key)
         shown = f"cached_cast(cache, t, {to}, lower={lower}) twice, t = {what}"
-        a, b = call(cache, t, to, lower, shown), call(cache, t, to, lower, shown)
-        if a is b:
+        for c in _calls(name, got, 2, shown):
+            _cast(name, c, t, to, shown)
+        if got.get("same") is not False:
             raise _cache_fail(shown, "two fresh casts (not cached)", "the same cached tensor twice",
                               "cache only casts to the region's dtype of fp32 tensors that require grad, "
                               "are leaves and are not views (t._is_view()) — i.e. parameters")
 
-    cache = {}
+    got = _scenario(result, "nested_dtypes")
     shown = ("cached_cast(cache, p, fp16, lower=fp16), then cached_cast(cache, p, bf16, lower=bf16): "
              "nested regions with different dtypes share one cache")
-    call(cache, p, FP16, FP16, shown)
-    second = call_learner(name, fn, (cache, p, BF16, BF16), input=shown, expected="t.to(torch.bfloat16)")
-    if not isinstance(second, torch.Tensor) or second.dtype != BF16:
+    first, second = _calls(name, got, 2, shown)
+    _cast(name, first, p, FP16, shown)
+    second = returned(name, second, input=shown, expected="t.to(torch.bfloat16)")
+    if type(second) is not torch.Tensor or second.dtype != BF16:
         raise _cache_fail(shown, "a bfloat16 cast of p", _describe(second),
                           "key the cache by the tensor AND the target dtype, e.g. (id(t), to): keyed by the "
                           "tensor alone, the bf16 region is handed the fp16 copy the outer region made"
-                          if isinstance(second, torch.Tensor) and second.dtype == FP16 else
+                          if type(second) is torch.Tensor and second.dtype == FP16 else
                           "always return the cast tensor (cached or new)")
 
-    cache = {}
-    q = torch.nn.Parameter(torch.randn(3, 2))
+    got = _scenario(result, "two_weights")
     shown = "cached_cast(cache, p, bf16, bf16), then cached_cast(cache, q, bf16, bf16): two weights, one region"
-    call(cache, p, BF16, BF16, shown)
-    got = call_learner(name, fn, (cache, q, BF16, BF16), input=shown, expected="q.to(torch.bfloat16)")
-    if not (isinstance(got, torch.Tensor) and got.dtype == BF16 and got.shape == q.shape
-            and torch.equal(got, q.to(BF16))):
-        raise _cache_fail(shown, "q.to(torch.bfloat16), q's own copy (shape (3, 2))", _describe(got),
+    first, second = _calls(name, got, 2, shown)
+    _cast(name, first, p, BF16, shown)
+    second = returned(name, second, input=shown, expected="q.to(torch.bfloat16)")
+    if not (type(second) is torch.Tensor and second.dtype == BF16 and second.shape == q.shape
+            and torch.equal(second, q.to(BF16))):
+        raise _cache_fail(shown, "q.to(torch.bfloat16), q's own copy (shape (3, 2))", _describe(second),
                           "key the cache by the tensor (id(t)) and the dtype, (id(t), to): keyed by the dtype "
                           "alone, every weight of the region is handed the first weight's copy"
-                          if isinstance(got, torch.Tensor) and got.shape == p.shape else
+                          if type(second) is torch.Tensor and second.shape == p.shape else
                           "always return the cast tensor (cached or new)")
 
-    cache = {}
+    got = _scenario(result, "clear")
     shown = "first call, cache.clear(), second call"
-    a = call(cache, p, BF16, BF16, shown)
-    with torch.no_grad():
-        p.mul_(2)
-    cache.clear()
-    b = call(cache, p, BF16, BF16, shown)
-    if a is b:
+    first, second = _calls(name, got, 2, shown)
+    _cast(name, first, p, BF16, shown)
+    p = p * 2                                   # the plan doubles the weight in place between the calls
+    _cast(name, second, p, BF16, shown)
+    if got.get("same") is not False:
         raise _cache_fail(shown, "a fresh cast after clear()", "the old cached tensor",
                           "keep the cached copies in the dict you are given, so clear() forgets them")
 
-    cache = {}
+    got = _scenario(result, "inference_mode")
     shown = "two calls inside torch.inference_mode()"
-    with torch.inference_mode():
-        a, b = call(cache, p, BF16, BF16, shown), call(cache, p, BF16, BF16, shown)
-    if a is b or cache:
+    for c in _calls(name, got, 2, shown):
+        _cast(name, c, p, BF16, shown)
+    if got.get("same") is not False or got.get("cached") != 0:
         raise _cache_fail(shown, "no caching in inference mode", "a cached tensor",
                           "torch does not cache in inference_mode (torch.is_inference_mode_enabled()): "
                           "such tensors could not be used by a later grad forward")
-    passed(name, "reuse, the no_grad trap, what is not cached, dtypes, two weights, clear, inference mode")
+    return "reuse, the no_grad trap, what is not cached, dtypes, two weights, clear, inference mode"
+
+
+check_cached_cast = Check("cached_cast", cases=_cache_cases, plan=plan.cached_cast, judge=_judge_cache)
+"""Grade ``cached_cast(cache: dict, t, to, lower) -> tensor``: the weight-cast cache."""

@@ -3,7 +3,9 @@
 The cases go beyond the lesson's example: every dtype's byte size (fp8 is 1 byte), skinny and
 non-square shapes, and shapes chosen close to a device's ridge point so that a nearly-right
 formula (mnk instead of 2mnk FLOPs, forgetting to write C, TFLOP/s against GB/s) lands on the
-wrong side of the roofline.
+wrong side of the roofline — then shapes, dtypes and devices drawn from the seed. Every case is
+plain numbers and a dtype: the generic plan :func:`amp_edu.plans.runner.each` calls the learner's
+function on each.
 """
 
 from __future__ import annotations
@@ -14,10 +16,22 @@ import torch
 
 from ..bench import roofline
 from ..bench.peaks import KNOWN_GPUS
-from .core import check_cases
+from ..plans.runner import each
+from .core import Check, judge_each
 
 __all__ = ["check_arithmetic_intensity", "check_predict_bound"]
 
+_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float8_e4m3fn, torch.float8_e5m2)
+
+
+def _randint(g: torch.Generator, lo: int, hi: int) -> int:
+    """An int in [lo, hi) drawn from ``g``."""
+    return int(torch.randint(lo, hi, (1,), generator=g))
+
+
+def _log_uniform_int(g: torch.Generator, lo: int, hi: int) -> int:
+    """An int in [lo, hi], log-uniformly drawn from ``g``."""
+    return max(lo, min(hi, round(math.exp(math.log(lo) + float(torch.rand(1, generator=g)) * math.log(hi / lo)))))
 
 
 def _intensity_hint(case, expected, got):
@@ -34,19 +48,41 @@ def _intensity_hint(case, expected, got):
         "itemsize is in bytes, not bits": flops / ((m * k + k * n + m * n) * size * 8),
     }
     for hint, value in wrong.items():
-        if isinstance(got, (int, float)) and abs(got - value) <= 1e-9 * abs(value):
+        if type(got) in (int, float) and abs(got - value) <= 1e-9 * abs(value):
             return hint
     return "intensity = FLOPs / bytes = 2·m·k·n / ((m·k + k·n + m·n) · itemsize)"
 
 
-def check_arithmetic_intensity(fn) -> str:
-    """``fn(m, k, n, dtype)`` must return FLOP per byte of an (m×k)@(k×n) matmul stored in dtype."""
-    cases = [(1, 4096, 4096, torch.float32), (512, 64, 2048, torch.float8_e4m3fn), (4096, 4096, 4096, torch.float16),
-             (16, 8192, 8192, torch.bfloat16), (3, 5, 7, torch.float32), (8192, 128, 8192, torch.float16),
-             (1000, 1000, 1, torch.bfloat16), (64, 64, 64, torch.float8_e4m3fn)]
-    return check_cases("arithmetic_intensity", fn, cases,
-                       lambda m, k, n, dt: roofline.arithmetic_intensity(m, k, n, dt),
-                       rtol=1e-9, hint=_intensity_hint)
+_INTENSITY_CASES = [(1, 4096, 4096, torch.float32), (512, 64, 2048, torch.float8_e4m3fn),
+                    (4096, 4096, 4096, torch.float16), (16, 8192, 8192, torch.bfloat16), (3, 5, 7, torch.float32),
+                    (8192, 128, 8192, torch.float16), (1000, 1000, 1, torch.bfloat16),
+                    (64, 64, 64, torch.float8_e4m3fn)]
+
+
+def _drawn_shapes(seed: int, n: int = 8) -> list[tuple]:
+    """``n`` matmuls drawn from ``seed``: m, k, n log-uniform in 1 .. 16384, any of the dtypes."""
+    g = torch.Generator().manual_seed(seed)
+    return [(_log_uniform_int(g, 1, 16384), _log_uniform_int(g, 1, 16384), _log_uniform_int(g, 1, 16384),
+             _DTYPES[_randint(g, 0, len(_DTYPES))]) for _ in range(n)]
+
+
+def _intensity_cases(seed: int) -> list[tuple]:
+    return _INTENSITY_CASES + _drawn_shapes(seed)
+
+
+def _same_intensity(got, expected) -> bool:
+    return type(got) in (int, float) and math.isclose(float(got), expected, rel_tol=1e-9, abs_tol=0.0)
+
+
+def _judge_intensity(cases, result) -> str:
+    return judge_each("arithmetic_intensity", cases, result,
+                      lambda m, k, n, dt: roofline.arithmetic_intensity(m, k, n, dt),
+                      compare=_same_intensity, hint=_intensity_hint)
+
+
+check_arithmetic_intensity = Check("arithmetic_intensity", cases=_intensity_cases, plan=each,
+                                   judge=_judge_intensity, echo=True)
+"""``fn(m, k, n, dtype)`` must return FLOP per byte of an (m×k)@(k×n) matmul stored in dtype."""
 
 
 def _near_ridge_cases():
@@ -74,6 +110,31 @@ def _near_ridge_cases():
     return cases
 
 
+def _drawn_near_ridge(seed: int, n: int = 8) -> list[tuple]:
+    """``n`` cases drawn from ``seed``: a device of the table (its fp16 peak and bandwidth), a dtype,
+    and a square or skinny matmul whose intensity lies within 2× of its ridge point, either side."""
+    g = torch.Generator().manual_seed(seed)
+    names = sorted(KNOWN_GPUS)
+    cases = []
+    for _ in range(n):
+        gpu = KNOWN_GPUS[names[_randint(g, 0, len(names))]]
+        peak, bw = gpu.fp16, gpu.bandwidth_gbs
+        ridge = roofline.ridge_point(peak, bw)
+        dtype = _DTYPES[_randint(g, 0, len(_DTYPES))]
+        size = dtype.itemsize
+        f = math.exp((float(torch.rand(1, generator=g)) * 2 - 1) * math.log(2.0))      # 0.5 .. 2
+        if _randint(g, 0, 2):
+            side = max(8, int(f * ridge * 3 * size / 2))
+            cases.append((side, side, side, dtype, peak, bw))
+        else:
+            cases.append((max(1, int(f * ridge * size)), 8192, 8192, dtype, peak, bw))
+    return cases
+
+
+def _bound_cases(seed: int) -> list[tuple]:
+    return _near_ridge_cases() + _drawn_near_ridge(seed)
+
+
 def _bound_hint(case, expected, got):
     m, k, n, dtype, peak, bw = case
     if got not in ("memory", "compute"):
@@ -92,9 +153,14 @@ def _bound_hint(case, expected, got):
             f"TFLOP/s ×1e12, GB/s ×1e9); below the ridge the matmul is memory-bound")
 
 
-def check_predict_bound(fn) -> str:
-    """``fn(m, k, n, dtype, peak_tflops, bandwidth_gbs)`` must return ``"memory"`` or ``"compute"``."""
-    return check_cases("predict_bound", fn, _near_ridge_cases(),
-                       lambda m, k, n, dt, peak, bw: roofline.bound(roofline.arithmetic_intensity(m, k, n, dt),
-                                                                    peak, bw),
-                       hint=_bound_hint)
+def _reference_bound(m, k, n, dt, peak, bw) -> str:
+    return roofline.bound(roofline.arithmetic_intensity(m, k, n, dt), peak, bw)
+
+
+def _judge_bound(cases, result) -> str:
+    return judge_each("predict_bound", cases, result, _reference_bound, hint=_bound_hint,
+                      compare=lambda got, expected: type(got) is str and got == expected)
+
+
+check_predict_bound = Check("predict_bound", cases=_bound_cases, plan=each, judge=_judge_bound, echo=True)
+"""``fn(m, k, n, dtype, peak_tflops, bandwidth_gbs)`` must return ``"memory"`` or ``"compute"``."""

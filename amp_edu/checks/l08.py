@@ -5,25 +5,27 @@ device_type="cpu", dtype=torch.float16)``: one pass over ``batches`` (a list of 
 the loss ``F.cross_entropy(model(x), y)``, stepping after every ``accum_steps``-th micro-batch and
 clipping the gradients' total norm to ``max_norm`` when it is given.
 
-The grader *runs* it — on a fresh model, optimizer and ``torch.amp.GradScaler`` per situation —
-next to the reference loop below, and compares every parameter bit for bit, the scale and the
-growth tracker. The situations are the ones that expose the classic mistakes: a first scale so
-large that the first steps overflow and must be skipped, a batch whose forward overflows fp16,
-clipping that actually clips, gradient accumulation, and all of them at once.
+The grader *runs* it — on a fresh model, optimizer and ``torch.amp.GradScaler`` per situation,
+built in the learner's kernel by :mod:`amp_edu.plans.l08` — and runs the reference loop below on
+its own copies, built from the same description; it compares every parameter bit for bit, the
+scale and the growth tracker. The situations are the ones that expose the classic mistakes: a
+first scale so large that the first steps overflow and must be skipped, a batch whose forward
+overflows fp16, clipping that actually clips, gradient accumulation, and all of them at once. The
+model's weights and the batches are drawn from the check's seed.
 """
 
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from torch import nn
 
-from ..models import mlp
-from ..recipes import Amp
 from ..device import num_threads
-from .core import call_learner, fail, passed, require_callable
+from ..plans import l08 as plan
+from ..plans.l08 import setup as _setup  # noqa: F401 - the situations' objects, for tools
+from ..recipes import Amp
+from .core import SELF_CHECK_SEED, Check, fail, returned
 
-__all__ = ["reference_train_amp", "situations", "check_train_amp"]
+__all__ = ["check_train_amp"]
 
 
 def reference_train_amp(model, optimizer, scaler, batches, *, accum_steps=1, max_norm=None,
@@ -44,44 +46,28 @@ def reference_train_amp(model, optimizer, scaler, batches, *, accum_steps=1, max
             optimizer.zero_grad(set_to_none=True)
 
 
-def _setup(seed: int, init_scale: float, growth_interval: int, stale: bool = False):
-    model = mlp([8, 16, 4], seed=seed)
-    if stale:       # gradients left over from an earlier backward (a gradient check, an evaluation)
-        x, y = _batches(seed + 100, 1)[0]
-        F.cross_entropy(model(x), y).backward()
-    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-    scaler = torch.amp.GradScaler("cpu", init_scale=init_scale, growth_interval=growth_interval)
-    return model, opt, scaler
-
-
-def _batches(seed: int, n: int, bad: tuple = ()):
+def situations(seed: int = SELF_CHECK_SEED):
+    """``(label, description, setup kwargs, batches, loop kwargs)`` for every graded situation; the
+    models' weights and the batches are drawn from ``seed``."""
     g = torch.Generator().manual_seed(seed)
-    out = []
-    for i in range(n):
-        x = torch.randn(16, 8, generator=g)
-        y = torch.randint(0, 4, (16,), generator=g)
-        out.append((x * 1e5 if i in bad else x, y))
-    return out
-
-
-def situations():
-    """``(label, description, setup kwargs, batches, loop kwargs)`` for every graded situation."""
+    s = [int(v) for v in torch.randint(0, 2 ** 31 - 200, (7, 2), generator=g).flatten()]
     return [
         ("plain", "4 batches, accum_steps=1, no clipping, init_scale=2**10, growth_interval=2 (the scale grows)",
-         dict(seed=1, init_scale=2.0 ** 10, growth_interval=2), _batches(1, 4), {}),
+         dict(seed=s[0], init_scale=2.0 ** 10, growth_interval=2), plan.batches(s[1], 4), {}),
         ("first_steps_overflow", "init_scale=2**24: the scaled gradients overflow fp16 in backward, so the "
-         "first steps must be skipped while the scale backs off", dict(seed=2, init_scale=2.0 ** 24, growth_interval=3),
-         _batches(2, 6), {}),
+         "first steps must be skipped while the scale backs off", dict(seed=s[2], init_scale=2.0 ** 24, growth_interval=3),
+         plan.batches(s[3], 6), {}),
         ("bad_batch", "batch 2 of 5 has inputs × 1e5: its forward overflows fp16 and the step must be skipped",
-         dict(seed=3, init_scale=2.0 ** 10, growth_interval=100), _batches(3, 5, bad=(2,)), {}),
-        ("clipping", "max_norm=0.05 (clipping engages), 4 batches", dict(seed=4, init_scale=2.0 ** 12, growth_interval=100),
-         _batches(4, 4), dict(max_norm=0.05)),
+         dict(seed=s[4], init_scale=2.0 ** 10, growth_interval=100), plan.batches(s[5], 5, bad=(2,)), {}),
+        ("clipping", "max_norm=0.05 (clipping engages), 4 batches", dict(seed=s[6], init_scale=2.0 ** 12, growth_interval=100),
+         plan.batches(s[7], 4), dict(max_norm=0.05)),
         ("accumulation", "accum_steps=3 over 6 micro-batches (2 optimizer steps), growth_interval=1",
-         dict(seed=5, init_scale=2.0 ** 10, growth_interval=1), _batches(5, 6), dict(accum_steps=3)),
+         dict(seed=s[8], init_scale=2.0 ** 10, growth_interval=1), plan.batches(s[9], 6), dict(accum_steps=3)),
         ("stale_gradients", "the model arrives with .grad left over from an earlier backward (a gradient "
-         "check); 3 batches", dict(seed=7, init_scale=2.0 ** 10, growth_interval=100, stale=True), _batches(7, 3), {}),
+         "check); 3 batches", dict(seed=s[10], init_scale=2.0 ** 10, growth_interval=100, stale=True),
+         plan.batches(s[11], 3), {}),
         ("everything", "accum_steps=2, max_norm=0.05, init_scale=2**24, micro-batch 5 of 10 overflows in forward",
-         dict(seed=6, init_scale=2.0 ** 24, growth_interval=2), _batches(6, 10, bad=(4,)),
+         dict(seed=s[12], init_scale=2.0 ** 24, growth_interval=2), plan.batches(s[13], 10, bad=(4,)),
          dict(accum_steps=2, max_norm=0.05)),
     ]
 
@@ -117,53 +103,61 @@ _ERRORS = {
 }
 
 
-def _state(model, scaler) -> dict:
-    sd = scaler.state_dict()
-    return {"scale": float(sd["scale"]), "growth_tracker": int(sd["_growth_tracker"]),
-            "params": {n: p.detach().clone() for n, p in model.named_parameters()}}
-
-
 def _show(state, name) -> str:
-    vals = state["params"][name].flatten()[:3].tolist()
-    return (f"scale {state['scale']:g}, growth tracker {state['growth_tracker']}, "
-            f"{name}[:3] = {[float(f'{v:.6g}') for v in vals]}")
+    """The scale, the growth tracker and the first values of parameter ``name``."""
+    params = state.get("params") if type(state.get("params")) is dict else {}
+    p = params.get(name)
+    vals = [float(f"{v:.6g}") for v in p.flatten()[:3].tolist()] if type(p) is torch.Tensor else p
+    scale = state.get("scale")
+    return (f"scale {scale:g}" if type(scale) is float else f"scale {scale!r}") + \
+        f", growth tracker {state.get('growth_tracker')}, {name}[:3] = {vals}"
 
 
 def _first_difference(exp, got) -> str | None:
-    if exp["scale"] != got["scale"] or exp["growth_tracker"] != got["growth_tracker"]:
+    if type(got) is not dict or type(got.get("params")) is not dict:
         return next(iter(exp["params"]))
+    if type(got.get("scale")) is not float or type(got.get("growth_tracker")) is not int \
+            or exp["scale"] != got["scale"] or exp["growth_tracker"] != got["growth_tracker"]:
+        return next(iter(exp["params"]))
+    if got["params"].keys() != exp["params"].keys():
+        return next((n for n in exp["params"] if n not in got["params"]), next(iter(exp["params"])))
     for name, p in exp["params"].items():
         q = got["params"][name]
-        if q.dtype != p.dtype or q.shape != p.shape or not torch.equal(
+        if type(q) is not torch.Tensor or q.dtype != p.dtype or q.shape != p.shape or not torch.equal(
                 torch.nan_to_num(p, nan=1.5e38), torch.nan_to_num(q, nan=1.5e38)):
             return name
     return None
 
 
-def check_train_amp(fn) -> str:
-    """Run ``fn`` next to :func:`reference_train_amp` in every situation; compare bit for bit."""
-    require_callable("train_amp", fn)
+def _judge(cases, result) -> str:
     with num_threads(1):        # tiny models: one thread is faster, much faster on a busy machine
-        return _check_train_amp(fn)
+        return _judge_situations(cases, result)
 
 
-def _check_train_amp(fn) -> str:
+def _judge_situations(cases, result) -> str:
     name = "train_amp"
-    for label, desc, setup, batches, kw in situations():
-        m_ref, o_ref, s_ref = _setup(**setup)
+    if type(result) is not list or len(result) != len(cases):
+        raise fail(name, expected=f"{len(cases)} situations", got=result,
+                   hint="the grader could not read what your function did")
+    for (label, desc, setup, batches, kw), got in zip(cases, result):
+        shown = f"situation {label!r}: {desc}"
+        m_ref, o_ref, s_ref = plan.setup(**setup)
         reference_train_amp(m_ref, o_ref, s_ref, batches, device_type="cpu", dtype=torch.float16, **kw)
-        expected = _state(m_ref, s_ref)
-        model, opt, scaler = _setup(**setup)
+        expected = plan.state(m_ref, s_ref)
+        if type(got) is not dict:
+            raise fail(name, input=shown, expected=_show(expected, "0.weight"), got=got,
+                       hint="the grader could not read what your function did")
         # a crash is a wrong answer; the hint says which rule the error message points at
-        call_learner(name, fn, (model, opt, scaler, [(x.clone(), y.clone()) for x, y in batches]),
-                     dict(device_type="cpu", dtype=torch.float16, **kw),
-                     input=f"situation {label!r}: {desc}", expected=_show(expected, "0.weight"),
-                     hint=lambda exc, label=label: next((h for k, h in _ERRORS.items() if k in str(exc)),
-                                                        _HINTS[label]))
-        got = _state(model, scaler)
-        diff = _first_difference(expected, got)
+        returned(name, got.get("outcome"), input=shown, expected=_show(expected, "0.weight"),
+                 hint=lambda err, label=label: next((h for k, h in _ERRORS.items() if k in err["message"]),
+                                                    _HINTS[label]))
+        state = got.get("state")
+        diff = _first_difference(expected, state)
         if diff is not None:
-            raise fail(name, input=f"situation {label!r}: {desc}", expected=_show(expected, diff),
-                       got=_show(got, diff), hint=_HINTS[label])
-    return passed(name, f"{len(situations())} situations: parameters, scale and growth tracker bit-equal "
-                        "to the reference")
+            raise fail(name, input=shown, expected=_show(expected, diff),
+                       got=_show(state, diff) if type(state) is dict else state, hint=_HINTS[label])
+    return f"{len(cases)} situations: parameters, scale and growth tracker bit-equal to the reference"
+
+
+check_train_amp = Check("train_amp", cases=situations, plan=plan.train_amp, judge=_judge, echo=True)
+"""Run the learner's loop and :func:`reference_train_amp` in every situation; compare bit for bit."""

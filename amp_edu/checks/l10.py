@@ -14,7 +14,12 @@ bit-identical to torchao. The cases are the ones nearly-right answers get wrong:
 scale, a negative outlier, e5m2 and bf16 inputs, a tensor of zeros, a scale that overflows, the
 output dtypes, the input left untouched; for the history: the roll and its direction, a current
 amax larger than the history, an old maximum that falls off, the margin, an all-zero history and
-a NaN amax (both keep the previous scale).
+a NaN amax (both keep the previous scale) -- then cases drawn from the check's seed (random
+tensors, histories, scales and margins), so that an answer fitted to the named cases fails.
+
+Each check is a :class:`~.core.Check`: the plans (:mod:`amp_edu.plans.l10`) call the learner's
+function on fresh copies of the inputs and hand back what it returned and the input it must leave
+alone as it is after the call; the judges here compute the reference and compare.
 """
 
 from __future__ import annotations
@@ -24,9 +29,14 @@ import math
 import torch
 
 from ..fp8 import EPS, cast_to_float8, delayed_scale, fp8_max, tensor_to_scale, update_amax_history
-from .core import call_learner, fail, passed, require_callable
+from ..plans.l10 import delayed_update_plan, quantize_tensorwise_plan
+from .core import Check, fail, returned
+from .rules import Rule
 
 __all__ = ["check_quantize_tensorwise", "check_delayed_update"]
+
+# "Use plain tensor operations (not amp_edu.fp8)": the checks compare with amp_edu.fp8.
+RULES = (Rule("amp_edu.fp8", (), "amp_edu.fp8 is what the check compares with: use plain tensor operations"),)
 
 E4, E5 = torch.float8_e4m3fn, torch.float8_e5m2
 
@@ -36,7 +46,7 @@ def _bits(t: torch.Tensor) -> torch.Tensor:
 
 
 def _same(a, b) -> bool:
-    return (isinstance(a, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape
+    return (type(a) is torch.Tensor and a.dtype == b.dtype and a.shape == b.shape
             and torch.equal(_bits(a), _bits(b)))
 
 
@@ -48,11 +58,11 @@ def _show(x: torch.Tensor) -> str:
 
 def _show_pair(got, first: str) -> str:
     """``first=[...] (dtype), scale=... (dtype)`` with the scale's every digit, or the raw value."""
-    if not (isinstance(got, tuple) and len(got) == 2):
+    if not (type(got) is tuple and len(got) == 2):
         return repr(got)
     a, b = got
-    sa = _show(a.float()).replace("(torch.float32", f"({a.dtype}") if isinstance(a, torch.Tensor) else repr(a)
-    sb = (f"{b.item()!r} ({b.dtype})" if isinstance(b, torch.Tensor) and b.numel() == 1 else repr(b))
+    sa = _show(a.float()).replace("(torch.float32", f"({a.dtype}") if type(a) is torch.Tensor else repr(a)
+    sb = (f"{b.item()!r} ({b.dtype})" if type(b) is torch.Tensor and b.numel() == 1 else repr(b))
     return f"{first}={sa}, scale={sb}"
 
 
@@ -90,14 +100,14 @@ def _quantize_cases():
 
 def _quantize_hint(x, x_after, fp8_dtype, given, exp, got) -> str:
     exp_data, exp_scale = exp
-    if x_after.dtype != x.dtype or not torch.equal(x_after, x):
+    if not _same(x_after, x):
         return "x was modified: compute x.float() * scale into a new tensor (no x.mul_, no x *= scale)"
-    if not (isinstance(got, tuple) and len(got) == 2):
+    if not (type(got) is tuple and len(got) == 2):
         return "return a pair (x_fp8, scale)"
     data, scale = got
-    if not isinstance(scale, torch.Tensor):
+    if type(scale) is not torch.Tensor:
         return "return the scale as a tensor (a 0-dim float32 tensor)"
-    if not isinstance(data, torch.Tensor):
+    if type(data) is not torch.Tensor:
         return "return x_fp8 as a tensor"
     if data.dtype != fp8_dtype:
         if data.dtype in (E4, E5):
@@ -136,26 +146,61 @@ def _quantize_hint(x, x_after, fp8_dtype, given, exp, got) -> str:
     return "x_fp8 = clamp(x.float() * scale, -fp8_max, fp8_max).to(fp8_dtype)"
 
 
-def check_quantize_tensorwise(quantize_tensorwise) -> None:
-    """Grade ``quantize_tensorwise(x, fp8_dtype, scale=None) -> (x_fp8, scale)``."""
+def _drawn_quantize(seed: int) -> list[tuple]:
+    """Four cases drawn from ``seed``: activations with a negative outlier somewhere (e4m3),
+    small gradients (e5m2), a bf16 input, and a given scale under which some values overflow."""
+    g = torch.Generator().manual_seed(seed)
+    r = lambda *s: torch.randn(*s, generator=g)  # noqa: E731
+    k = lambda lo, hi: int(torch.randint(lo, hi, (), generator=g))  # noqa: E731
+    act = r(k(1, 6), k(2, 17)) * 2.0 ** k(-4, 7)
+    flat = act.view(-1)
+    flat[k(0, flat.numel())] = -flat.abs().max() * (1.5 + float(torch.rand((), generator=g)))
+    grads = r(k(8, 65)) * 2.0 ** k(-24, -6)
+    bf16 = (r(k(2, 9), k(2, 33)) * 2.0 ** k(-6, 9)).bfloat16()
+    fp8_dtype = (E4, E5)[k(0, 2)]
+    given_x = r(k(4, 17)) * 2.0 ** k(-3, 8)
+    overflow = 1.25 + 2.0 * float(torch.rand((), generator=g))          # the largest |x| lands past fp8_max
+    given = torch.tensor(fp8_max(fp8_dtype) / float(given_x.abs().max()) * overflow, dtype=torch.float32).item()
+    return [("drawn: activations with a negative outlier, e4m3", act, E4, None),
+            ("drawn: gradients, e5m2", grads, E5, None),
+            ("drawn: bf16 input", bf16, (E4, E5)[k(0, 2)], None),
+            ("drawn: a given scale under which some values overflow", given_x, fp8_dtype, given)]
+
+
+def _all_quantize_cases(seed: int) -> list[tuple]:
+    """The named cases, then :func:`_drawn_quantize`: ``(label, x, fp8_dtype, scale or None)``."""
+    return list(_quantize_cases()) + _drawn_quantize(seed)
+
+
+def _readable(name: str, cases, result, key: str) -> None:
+    """Fail unless ``result`` is the plan's list of ``{"outcome", key}``, one per case."""
+    if type(result) is not list or len(result) != len(cases) or not all(
+            type(r) is dict and r.keys() == {"outcome", key} for r in result):
+        raise fail(name, expected=f"{len(cases)} answers", got=result,
+                   hint="the grader could not read your function's answers")
+
+
+def _judge_quantize(cases, result) -> str:
     name = "quantize_tensorwise"
-    require_callable(name, quantize_tensorwise)
-    n = 0
-    for label, x, dtype, given in _quantize_cases():
+    _readable(name, cases, result, "x")
+    for (label, x, dtype, given), r in zip(cases, result):
         scale_in = None if given is None else torch.tensor(given, dtype=torch.float32)
         exp = _reference_quantize(x, dtype, scale_in)
         shown = f"{label}: x={_show(x)}, fp8_dtype={dtype}" + ("" if given is None else f", scale={given!r}")
-        theirs = x.clone()
-        args = (theirs, dtype) if given is None else (theirs, dtype, scale_in.clone())
-        got = call_learner(name, quantize_tensorwise, args, input=shown, expected=exp)
-        ok = (isinstance(got, tuple) and len(got) == 2 and _same(got[0], exp[0]) and _same(got[1], exp[1])
+        got = returned(name, r["outcome"], input=shown, expected=exp)
+        theirs = r["x"]
+        ok = (type(got) is tuple and len(got) == 2 and _same(got[0], exp[0]) and _same(got[1], exp[1])
               and _same(theirs, x))
         if not ok:
             hint = _quantize_hint(x, theirs, dtype, given, exp, got)
             raise fail(name, input=shown, expected=_show_pair(exp, "x_fp8"), got=_show_pair(got, "x_fp8"),
                        hint=hint)
-        n += 1
-    passed(name, f"{n} cases")
+    return f"{len(cases)} cases"
+
+
+check_quantize_tensorwise = Check("quantize_tensorwise", cases=_all_quantize_cases, plan=quantize_tensorwise_plan,
+                                  judge=_judge_quantize, rules=RULES)
+"""Grade ``quantize_tensorwise(x, fp8_dtype, scale=None) -> (x_fp8, scale)``."""
 
 
 # --- part B: the delayed-scaling amax-history update ---------------------------------------------
@@ -177,13 +222,13 @@ def _delayed_cases():
 
 def _delayed_hint(history, amax, prev, dtype, margin, exp, got, h_before) -> str:
     exp_h, exp_s = exp
-    if not torch.equal(history.nan_to_num(nan=-1.0), h_before.nan_to_num(nan=-1.0)):
+    if not _same_nan(history, h_before):
         return ("the history passed in was modified: build a new tensor (torch.cat / torch.roll), "
                 "the caller may still hold the old one")
-    if not (isinstance(got, tuple) and len(got) == 2):
+    if not (type(got) is tuple and len(got) == 2):
         return "return a pair (new_history, scale)"
     new_h, scale = got
-    if not isinstance(new_h, torch.Tensor) or not isinstance(scale, torch.Tensor):
+    if type(new_h) is not torch.Tensor or type(scale) is not torch.Tensor:
         return "return tensors: the new history (1-D float32) and the scale (0-dim float32)"
     if new_h.shape != h_before.shape:
         return f"the history keeps its length ({h_before.numel()}): add the new amax and drop the oldest"
@@ -238,28 +283,63 @@ def _reference_delayed(history, amax, prev, dtype, margin):
 
 
 def _same_nan(a, b) -> bool:
-    return (isinstance(a, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape
+    return (type(a) is torch.Tensor and a.dtype == b.dtype and a.shape == b.shape
             and torch.equal(a.nan_to_num(nan=-1.0), b.nan_to_num(nan=-1.0)))
 
 
-def check_delayed_update(delayed_update) -> None:
-    """Grade ``delayed_update(history, amax, scale, fp8_dtype, margin=0) -> (new_history, new_scale)``."""
+def _drawn_delayed(seed: int) -> list[tuple]:
+    """Four cases drawn from ``seed``: histories of 1 to 9 amaxes (short values m·2^e, some 0), an
+    amax above the history's max, an old maximum that falls off, a plain step and e5m2 gradients;
+    previous scales and margins drawn too."""
+    g = torch.Generator().manual_seed(seed)
+    k = lambda lo, hi: int(torch.randint(lo, hi, (), generator=g))  # noqa: E731
+
+    def value(lo: int, hi: int) -> float:                 # m·2^e: exact in float32, a short repr
+        return k(1, 64) * 2.0 ** k(lo, hi)
+
+    def history(n: int, lo: int, hi: int) -> torch.Tensor:      # about one entry in six is 0, not all
+        h = torch.tensor([value(lo, hi) if k(0, 6) else 0.0 for _ in range(n)], dtype=torch.float32)
+        if not h.any():
+            h[0] = value(lo, hi)
+        return h
+
+    out = []
+    h = history(k(2, 10), -6, 4)
+    out.append(("drawn: the current amax is the largest", h, float(h.max()) * k(2, 9), k(1, 4000) / 8,
+                (E4, E5)[k(0, 2)], k(0, 4)))
+    h, amax = history(k(2, 10), -6, 4), value(-6, 4)
+    h[-1] = max(float(h.max()), amax) * k(2, 9)
+    out.append(("drawn: the oldest amax (the largest) falls off", h, amax, k(1, 4000) / 8, E4, k(0, 4)))
+    out.append(("drawn: a step", history(k(1, 10), -6, 6), value(-6, 6), k(1, 4000) / 8, (E4, E5)[k(0, 2)],
+                k(0, 4)))
+    out.append(("drawn: gradients, e5m2", history(k(1, 6), -20, -8), value(-20, -8), float(2 ** k(10, 24)), E5,
+                k(0, 3)))
+    return out
+
+
+def _all_delayed_cases(seed: int) -> list[tuple]:
+    """The named cases, then :func:`_drawn_delayed`: ``(label, history, amax, scale, fp8_dtype, margin)``."""
+    return list(_delayed_cases()) + _drawn_delayed(seed)
+
+
+def _judge_delayed(cases, result) -> str:
     name = "delayed_update"
-    require_callable(name, delayed_update)
-    n = 0
-    for label, history, amax, prev, dtype, margin in _delayed_cases():
+    _readable(name, cases, result, "history")
+    for (label, history, amax, prev, dtype, margin), r in zip(cases, result):
         exp = _reference_delayed(history, amax, prev, dtype, margin)
         shown = (f"{label}: history={history.tolist()}, amax={amax!r}, scale={prev!r}, fp8_dtype={dtype}, "
                  f"margin={margin}")
-        theirs = history.clone()
-        given = amax if isinstance(amax, torch.Tensor) else torch.tensor(amax)
-        args = (theirs, given, torch.tensor(prev, dtype=torch.float32), dtype, margin)
-        got = call_learner(name, delayed_update, args, input=shown, expected=exp)
-        ok = (isinstance(got, tuple) and len(got) == 2 and _same_nan(got[0], exp[0]) and _same(got[1], exp[1])
-              and torch.equal(theirs, history))
+        got = returned(name, r["outcome"], input=shown, expected=exp)
+        theirs = r["history"]
+        ok = (type(got) is tuple and len(got) == 2 and _same_nan(got[0], exp[0]) and _same(got[1], exp[1])
+              and _same(theirs, history))
         if not ok:
             raise fail(name, input=shown, expected=_show_pair(exp, "new_history"),
                        got=_show_pair(got, "new_history"),
                        hint=_delayed_hint(theirs, float(amax), prev, dtype, margin, exp, got, history))
-        n += 1
-    passed(name, f"{n} cases")
+    return f"{len(cases)} cases"
+
+
+check_delayed_update = Check("delayed_update", cases=_all_delayed_cases, plan=delayed_update_plan,
+                             judge=_judge_delayed, rules=RULES)
+"""Grade ``delayed_update(history, amax, scale, fp8_dtype, margin=0) -> (new_history, new_scale)``."""

@@ -15,52 +15,28 @@ threads, each with its own gloo process group over one in-memory store (the coll
 gloo all-reduces). Each case gives each rank its own gradients. A rank that skips the collective
 leaves the other waiting: the groups time out after a few seconds and the grader says which
 rank did not take part. Expected values come from :mod:`amp_edu.scaler` (bit-identical to
-torch's kernels) and the rule "nonzero everywhere iff any rank found an inf/NaN".
+torch's kernels) and the rule "nonzero everywhere iff any rank found an inf/NaN". The named cases
+are followed by cases drawn from the check's seed (shards, dtypes, scales, where an inf or NaN is).
+
+The ranks run in the learner's kernel (:func:`amp_edu.plans.l11.unscale_and_sync_plan`, which
+hands back per rank what happened, the ``found_inf`` returned and the gradients after the call);
+the reference and the comparison run here, in :func:`_judge`.
 """
 
 from __future__ import annotations
 
-import datetime
-import itertools
 import math
-import threading
 
 import torch
-import torch.distributed as dist
 
 from .. import scaler as _ref
 from ..formats import dtype_name
-from .core import NOT_DONE_HINT, bits, fail, passed, require_callable, same_bits
+from ..plans.l11 import WORLD, run_ranks, unscale_and_sync_plan
+from .core import NOT_DONE_HINT, Check, bits, fail, returned, same_bits
 
-__all__ = ["check_unscale_and_sync", "run_ranks", "CASES"]
+__all__ = ["check_unscale_and_sync", "run_ranks"]
 
 INF, NAN = math.inf, math.nan
-WORLD = 2
-_TIMEOUT_S = 3.0
-_counter = itertools.count()
-
-
-def run_ranks(fn, per_rank_args, timeout_s: float = _TIMEOUT_S) -> list:
-    """Call ``fn(*per_rank_args[r], group)`` for each emulated rank ``r`` at the same time, in
-    threads, each with its own gloo group of ``len(per_rank_args)`` ranks; returns, per rank,
-    ``("ok", result)``, ``("error", exception)`` or ``("hung", None)``."""
-    world = len(per_rank_args)
-    store = dist.PrefixStore(f"l11-{next(_counter)}", dist.HashStore())
-    out: list = [("hung", None)] * world
-
-    def body(r):
-        try:
-            group = dist.ProcessGroupGloo(store, r, world, datetime.timedelta(seconds=timeout_s))
-            out[r] = ("ok", fn(*per_rank_args[r], group))
-        except BaseException as exc:  # noqa: BLE001 - reported to the learner
-            out[r] = ("error", exc)
-
-    threads = [threading.Thread(target=body, args=(r,), daemon=True) for r in range(world)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout_s + 5.0)
-    return out
 
 
 def _reference(grads: list[torch.Tensor], scale: torch.Tensor) -> tuple[list[torch.Tensor], bool]:
@@ -92,7 +68,48 @@ def _cases():
     yield "scale below 1: unscaling overflows a finite value", [[t([1.0e38, 2.0])], [r(2)]], 0.25
 
 
-CASES = [label for label, _, _ in _cases()]
+def _drawn(seed: int):
+    """Three cases drawn from ``seed``: float32 shards with an inf, -inf or NaN on a drawn rank and a
+    power-of-two scale; fp16 shards and a scale that is not a power of two, clean or not; ranks with
+    different numbers of tensors (float32, fp16 or float64), either rank holding more."""
+    g = torch.Generator().manual_seed(seed)
+    k = lambda lo, hi: int(torch.randint(lo, hi, (), generator=g))  # noqa: E731
+
+    def shard(n: int, dtype: torch.dtype, magnitude: float) -> list[torch.Tensor]:
+        return [(torch.randn(k(1, 9), generator=g) * magnitude).to(dtype) for _ in range(n)]
+
+    def spoil(per_rank: list, r: int) -> str:                # an inf, -inf or NaN somewhere on rank r
+        which = k(0, 3)
+        t = per_rank[r][k(0, len(per_rank[r]))]
+        t.view(-1)[k(0, t.numel())] = (INF, -INF, NAN)[which]
+        return f"{('an inf', 'a -inf', 'a NaN')[which]} on rank {r}"
+
+    def odd_scale() -> float:                                # m·2^e, not a power of two, exact in float32
+        return 2.0 ** k(0, 17) * (1 + 2 * k(1, 128) / 256)
+
+    per_rank = [shard(k(1, 4), torch.float32, 2.0 ** k(0, 12)) for _ in range(WORLD)]
+    what = spoil(per_rank, k(0, WORLD))
+    yield f"drawn: float32 gradients, {what} only", per_rank, 2.0 ** k(-2, 17)
+
+    per_rank = [shard(k(1, 4), torch.float16, 2.0 ** k(0, 10)) for _ in range(WORLD)]
+    what = spoil(per_rank, k(0, WORLD)) if k(0, 2) else None
+    yield (f"drawn: fp16 gradients, a scale that is not a power of two{', ' + what if what else ', all clean'}",
+           per_rank, odd_scale())
+
+    dtype = (torch.float32, torch.float16, torch.float64)[k(0, 3)]
+    more = k(2, 5)
+    counts = [more, k(1, more)]
+    if k(0, 2):
+        counts.reverse()
+    per_rank = [shard(n, dtype, 2.0 ** k(0, 10)) for n in counts]
+    what = spoil(per_rank, k(0, WORLD)) if k(0, 2) else None
+    yield (f"drawn: ranks hold {counts[0]} and {counts[1]} {dtype_name(dtype)} tensors"
+           f"{', ' + what if what else ''}", per_rank, odd_scale() if k(0, 2) else 2.0 ** k(0, 17))
+
+
+def _all_cases(seed: int) -> list[tuple]:
+    """The named cases, then :func:`_drawn`: ``(label, [rank 0's grads, rank 1's grads], scale)``."""
+    return list(_cases()) + list(_drawn(seed))
 
 
 def _show(per_rank, scale) -> str:
@@ -102,8 +119,8 @@ def _show(per_rank, scale) -> str:
     return f"rank 0 grads {one(per_rank[0])}, rank 1 grads {one(per_rank[1])}, scale {scale!r}"
 
 
-def _error_hint(exc: BaseException, label: str) -> str:
-    text = f"{type(exc).__name__}: {exc}"
+def _error_hint(text: str) -> str:
+    """The hint for an error ``text`` ("Type: message") a rank raised."""
     if "Default process group has not been initialized" in text:
         return "pass the group: dist.all_reduce(found_inf, group=group) -- there is no default group here"
     if "imed out" in text or "Timeout" in text or "timeout" in text:
@@ -113,32 +130,56 @@ def _error_hint(exc: BaseException, label: str) -> str:
     return "your function raised on this input"
 
 
-def check_unscale_and_sync(unscale_and_sync_) -> None:
-    """Grade ``unscale_and_sync_(grads, scale, group) -> found_inf`` (see the module docstring)."""
+def _readable_rank(rank, n_grads: int) -> bool:
+    """``rank`` is what the plan hands back for one rank holding ``n_grads`` gradients."""
+    if type(rank) is not dict or rank.keys() != {"kind", "outcome", "grads"}:
+        return False
+    kind, outcome = rank["kind"], rank["outcome"]
+    if type(rank["grads"]) is not list or len(rank["grads"]) != n_grads:
+        return False
+    if kind == "hung":
+        return outcome is None
+    if kind == "ok":
+        return type(outcome) is dict and outcome.keys() == {"ok"}
+    if kind == "error":
+        err = outcome.get("raised") if type(outcome) is dict and outcome.keys() == {"raised"} else None
+        return type(err) is dict and all(type(err.get(key)) is t for key, t in
+                                         (("type", str), ("bases", list), ("message", str)))
+    return False
+
+
+def _judge(cases, result) -> str:
+    """Judge what :func:`amp_edu.plans.l11.unscale_and_sync_plan` sent back: per case, per rank."""
     name = "unscale_and_sync_"
-    require_callable(name, unscale_and_sync_)
-    n = 0
-    for label, per_rank, scale_value in _cases():
+    def unreadable():
+        return fail(name, expected=f"{len(cases)} answers", got=result,
+                    hint="the grader could not read your function's answers")
+    if type(result) is not list or not 0 < len(result) <= len(cases) or not all(
+            type(ranks) is list and len(ranks) == len(per_rank)
+            and all(_readable_rank(rk, len(gs)) for rk, gs in zip(ranks, per_rank))
+            for (_, per_rank, _), ranks in zip(cases, result)):
+        raise unreadable()
+    for (label, per_rank, scale_value), ranks in zip(cases, result):         # the plan stops after a hang
         scale = torch.tensor(scale_value, dtype=torch.float32)
         expected = [_reference(gs, scale) for gs in per_rank]
         any_found = any(f for _, f in expected)
-        theirs = [[g.clone() for g in gs] for gs in per_rank]
         shown = f"{label}: {_show(per_rank, scale_value)}"
         want = f"float32 tensor of shape (1,), {'nonzero' if any_found else '0'} on both ranks"
-        outcome = run_ranks(unscale_and_sync_, [(theirs[r], scale.clone()) for r in range(WORLD)])
-        for r, (kind, value) in enumerate(outcome):
-            if kind == "error" and isinstance(value, NotImplementedError):
+        for rk in ranks:
+            err = rk["outcome"]["raised"] if rk["kind"] == "error" else None
+            if err is not None and "NotImplementedError" in (err["type"], *err["bases"]):
                 raise fail(name, input=shown, expected=want, got="NotImplementedError", hint=NOT_DONE_HINT)
-        for r, (kind, value) in enumerate(outcome):
+        for r, rk in enumerate(ranks):
+            kind = rk["kind"]
             if kind == "ok":
                 continue
             other = 1 - r
-            if outcome[other][0] == "ok" and not per_rank[other]:
+            if ranks[other]["kind"] == "ok" and not per_rank[other]:
                 hint = (f"rank {other} holds no gradients and made no all-reduce (it returned early, or it "
                         f"all-reduces inside the loop over its gradients, which then runs zero times), so "
                         f"rank {r} waited for it until the timeout: every rank must call all_reduce once, "
                         "even with nothing to check (torch's ShardedGradScaler makes a found_inf for that case)")
-            elif outcome[other][0] == "ok" and 0 < len(per_rank[other]) < len(per_rank[r]):
+            elif ranks[other]["kind"] == "ok" and 0 < len(per_rank[other]) < len(per_rank[r]):
                 hint = (f"rank {r} holds {len(per_rank[r])} gradient tensors and rank {other} "
                         f"{len(per_rank[other])}: an all-reduce per tensor makes rank {r} wait for "
                         f"all-reduces that rank {other} never makes. Check every tensor first, then "
@@ -146,12 +187,18 @@ def check_unscale_and_sync(unscale_and_sync_) -> None:
             elif kind == "hung":
                 hint = "rank did not return within the time limit (an endless loop, or a collective no one else joined)"
             else:
-                hint = _error_hint(value, label)
-            got = "no answer (hung)" if kind == "hung" else f"{type(value).__name__}: {str(value)[:200]}"
+                err = rk["outcome"]["raised"]
+                hint = _error_hint(f"{err['type']}: {err['message']}")
+            if kind == "hung":
+                got = "no answer (hung)"
+            else:
+                err = rk["outcome"]["raised"]
+                got = f"{err['type']}: {err['message'][:200]}"
             raise fail(name, input=f"{shown} [rank {r}]", expected=want, got=got, hint=hint)
-        results = [value for _, value in outcome]
+        results = [returned(name, rk["outcome"], input=f"{shown} [rank {r}]", expected=want)
+                   for r, rk in enumerate(ranks)]
         for r, got in enumerate(results):
-            if not (isinstance(got, torch.Tensor) and got.dtype == torch.float32 and tuple(got.shape) == (1,)):
+            if not (type(got) is torch.Tensor and got.dtype == torch.float32 and tuple(got.shape) == (1,)):
                 raise fail(name, input=f"{shown} [rank {r}]", expected=want, got=got,
                            hint="keep found_inf a float32 tensor of shape (1,) -- torch.zeros(1) then fill_(1.0): "
                                 "the scaler's update() adds these tensors and compares with 1.0; a bool or int "
@@ -177,11 +224,13 @@ def check_unscale_and_sync(unscale_and_sync_) -> None:
             raise fail(name, input=shown, expected="the same found_inf on both ranks", got=[g.tolist() for g in results],
                        hint="return the all-reduced tensor itself, on every rank")
         for r in range(WORLD):
-            for k, (a, b) in enumerate(zip(theirs[r], expected[r][0])):
-                if same_bits(a, b):
+            for k, (a, b) in enumerate(zip(ranks[r]["grads"], expected[r][0])):
+                if type(a) is torch.Tensor and same_bits(a, b):
                     continue
                 g0 = per_rank[r][k]
-                if torch.equal(bits(a), bits(g0)):
+                if type(a) is not torch.Tensor or a.dtype != g0.dtype or a.shape != g0.shape:
+                    hint = "each gradient becomes g.mul_(inv), in place, with inv = 1/scale as a float32 0-dim tensor"
+                elif torch.equal(bits(a), bits(g0)):
                     hint = ("the gradients were not unscaled: multiply each one in place by the inverse "
                             "scale (g.mul_(inv)) -- also when an inf was found (the step is skipped anyway)")
                 elif g0.dtype != torch.float32 and torch.equal(
@@ -205,5 +254,10 @@ def check_unscale_and_sync(unscale_and_sync_) -> None:
                 else:
                     hint = "each gradient becomes g.mul_(inv), in place, with inv = 1/scale as a float32 0-dim tensor"
                 raise fail(name, input=f"{shown} [rank {r}, gradient #{k}]", expected=b, got=a, hint=hint)
-        n += 1
-    passed(name, f"{n} cases, 2 emulated ranks (threads with real gloo all-reduces)")
+    if len(result) != len(cases):                # cases left out, though none failed
+        raise unreadable()
+    return f"{len(cases)} cases, 2 emulated ranks (threads with real gloo all-reduces)"
+
+
+check_unscale_and_sync = Check("unscale_and_sync_", cases=_all_cases, plan=unscale_and_sync_plan, judge=_judge)
+"""Grade ``unscale_and_sync_(grads, scale, group) -> found_inf`` (see the module docstring)."""

@@ -1,11 +1,12 @@
 """Graders for exercise 12 (the two ways bf16 weights keep updates smaller than half an ulp).
 
-* :func:`check_stochastic_round` grades ``stochastic_round(x, generator) -> bf16``: draw 16 random
+* :data:`check_stochastic_round` grades ``stochastic_round(x, generator) -> bf16``: draw 16 random
   bits per element, ``torch.randint(0, 1 << 16, x.shape, generator=generator, dtype=torch.int32)``,
   and round ``x`` (float32) away from zero when they are below its lower 16 bits, else toward zero.
-* :func:`check_kahan` grades ``init_compensation(params) -> list`` (one zero buffer per weight, in
+  It only reads ``x``: a changed ``x`` fails.
+* :data:`check_kahan` grades ``init_compensation(params) -> list`` (one zero buffer per weight, in
   the weight's dtype) and ``kahan_update_(p, comp, update)`` (``p += update`` in bf16 with the
-  compensation fed back and refreshed, both in place).
+  compensation fed back and refreshed, both in place; ``update`` is only read).
 
 The expected answers are :func:`amp_edu.optim.stochastic_round` (bit-identical to torchao's
 ``_fp32_to_bf16_sr`` on the same stream, ``tests/test_optim.py``) and
@@ -13,67 +14,130 @@ The expected answers are :func:`amp_edu.optim.stochastic_round` (bit-identical t
 own hint: rounding to nearest, truncating, biased random bits (too few, ``<=``, a shifted range),
 another random stream; a compensation that is never fed back, one never refreshed, and a
 compensation kept in fp32 for some parameters only.
+
+The learner's functions run in the kernel (:mod:`amp_edu.plans.l12`), which hands back what they
+returned and their arguments after each call; the generators' seeds, the random inputs and the
+weights and updates are drawn from the check's seed, and the references are computed here.
 """
 
 from __future__ import annotations
 
 import math
+import random
 
 import torch
 
 from ..device import num_threads
 from ..optim import kahan_add_, stochastic_round as _reference_sr
-from .core import call_learner, fail, passed, require_callable, same_bits
+from ..plans.byvalue import Foreign
+from ..plans.l12 import kahan_plan, stochastic_round_plan
+from .core import Check, bits, fail, returned, same_bits
+from .rules import Rule
+
+# "Use plain tensor operations (not amp_edu.optim)": the library versions are what the checks compare with.
+RULES = (Rule("amp_edu.optim", (), "plain tensor operations, not amp_edu.optim"),
+         Rule("torchao", (), "plain tensor operations, not torchao"))
 
 __all__ = ["check_stochastic_round", "check_kahan"]
 
 ULP1 = 2.0 ** -7          # bf16's spacing in [1, 2)
+_UNREADABLE = "the grader could not read what your function did (was the check cell changed?)"
 
 
-def _sr(fn, x, seed, name="stochastic_round"):
+def _readable(name: str, ok: bool, got) -> None:
+    if not ok:
+        raise fail(name, expected="what the check's plan returns", got=got, hint=_UNREADABLE)
+
+
+def _what(got) -> str:
+    if type(got) is torch.Tensor:
+        return f"{got.dtype} tensor of shape {tuple(got.shape)}"
+    return repr(got) if type(got) is Foreign else type(got).__name__
+
+
+# --- stochastic rounding ----------------------------------------------------------------------------
+_N_ULP = 200_000
+_M_STREAM = 1 << 20       # an off-by-one in the draw changes about one element in 65536: look at a million
+
+
+def _sr_cases(seed: int) -> list[dict]:
+    """The calls, in order: exact bf16 values (named, then drawn), four values 1/8 .. 3/4 of an ulp
+    past ±1 (two generators each), a million random float32 values (two generators), ±float32's
+    largest. The generators' seeds and the random values are drawn from ``seed``."""
+    rng = random.Random(seed)
+    s = rng.sample(range(1 << 31), 6)
     g = torch.Generator().manual_seed(seed)
-    return call_learner(name, fn, (x, g), input=x, expected="a bfloat16 tensor of x's shape")
+    named = torch.tensor([1.0, -1.5, 0.0, -0.0, 2.0 ** -100, 3.0e38, -7.25]).bfloat16().float().repeat(20000)
+    drawn = (torch.randn(10000, generator=g) * torch.exp2(torch.empty(10000).uniform_(-120, 120, generator=g)))
+    exact = torch.cat([named, drawn.bfloat16().float()])
+    cases = [{"part": "exact", "x": exact, "seeds": [s[0]]}]
+    for base, frac in ((1.0, 0.125), (-1.0, 0.125), (1.0, 0.5), (1.0, 0.75)):
+        cases.append({"part": "ulp", "base": base, "frac": frac,
+                      "x": torch.full((_N_ULP,), base * (1.0 + frac * ULP1)), "seeds": [s[1], s[2]]})
+    x = torch.randn(_M_STREAM, generator=g) * torch.logspace(-20, 20, _M_STREAM)
+    cases.append({"part": "stream", "x": x, "seeds": [s[3], s[4]]})
+    top = torch.tensor([3.4028234663852886e38, -3.4028234663852886e38]).repeat(512)
+    cases.append({"part": "top", "x": top, "seeds": [s[5]]})
+    return cases
 
 
 def _check_type(name, x, got):
-    if not isinstance(got, torch.Tensor) or got.dtype != torch.bfloat16 or got.shape != x.shape:
-        what = f"{got.dtype} tensor of shape {tuple(got.shape)}" if isinstance(got, torch.Tensor) else type(got).__name__
-        raise fail(name, input=x, expected=f"a torch.bfloat16 tensor of shape {tuple(x.shape)}", got=what,
+    if type(got) is not torch.Tensor or got.dtype != torch.bfloat16 or got.shape != x.shape:
+        raise fail(name, input=x, expected=f"a torch.bfloat16 tensor of shape {tuple(x.shape)}", got=_what(got),
                    hint="return the rounded value as bf16: build the fp32 bit pattern, then .view(torch.float32)"
                         ".bfloat16() (exact, since its lower 16 bits are 0)")
 
 
-def check_stochastic_round(fn) -> str:
-    with num_threads(1):           # elementwise work on a few million values: one thread, no pool to spin
-        return _check_stochastic_round(fn)
+def _rounded(name: str, case: dict, out: dict) -> list[torch.Tensor]:
+    """The learner's results for one case (type-checked), after checking that x was left alone."""
+    x = case["x"]
+    got = [returned(name, o, input=x, expected="a bfloat16 tensor of x's shape") for o in out["rounded"]]
+    for g in got:
+        _check_type(name, x, g)
+    after = out["x"]
+    if not same_bits(after, x):
+        changed = int((bits(after) != bits(x)).sum()) if type(after) is torch.Tensor and after.dtype == x.dtype \
+            and after.shape == x.shape else None
+        raise fail(name, input=x, expected="x as it was passed in (stochastic_round only reads it)",
+                   got=f"x changed in {changed} of {x.numel()} elements" if changed is not None else _what(after),
+                   hint="stochastic_round must not change its input x: x.view(torch.int32) shares x's memory, "
+                        "so an in-place op on it (&=, +=, .add_(), .copy_()) writes into the caller's tensor. "
+                        "Build new tensors instead (bits & -65536, torch.where(...))")
+    return got
 
 
-def _check_stochastic_round(fn) -> str:
+def _judge_stochastic_round(cases: list[dict], result) -> str:
+    with num_threads(1):
+        return _judge_sr(cases, result)
+
+
+def _judge_sr(cases: list[dict], result) -> str:
     name = "stochastic_round"
-    require_callable(name, fn)
+    _readable(name, type(result) is list and len(result) == len(cases) and all(
+        type(r) is dict and type(r.get("rounded")) is list and len(r["rounded"]) == len(c["seeds"])
+        for r, c in zip(result, cases)), result)
+    parts = {}
+    for case, out in zip(cases, result):
+        parts.setdefault(case["part"], []).append((case, out))
     # 1. exact bf16 values (and signed zeros) never move
-    exact = torch.tensor([1.0, -1.5, 0.0, -0.0, 2.0 ** -100, 3.0e38, -7.25]).bfloat16().float().repeat(20000)
-    got = _sr(fn, exact, 0)
-    _check_type(name, exact, got)
+    [(case, out)] = parts["exact"]
+    exact = case["x"]
+    [got] = _rounded(name, case, out)
     if not same_bits(got, exact.bfloat16()):
         bad = int((got.float() != exact).sum())
-        raise fail(name, input="values that bf16 holds exactly (1.0, -1.5, 0.0, ...), 20000 draws each",
+        raise fail(name, input="values that bf16 holds exactly (1.0, -1.5, 0.0, ...), 20000 draws each, and 10000 "
+                               "drawn ones",
                    expected="the same values, every draw", got=f"{bad} of {exact.numel()} draws moved",
                    hint="a value whose lower 16 bits are 0 must never round up: round away from zero only when "
                         "rand < (bits & 0xFFFF), strictly less (with <=, rand = 0 moves it once in 65536 draws)")
     # 2. values 1/8, 1/2, 3/4 of an ulp past ±1, many draws, two generators
-    n = 200_000
-    cases = [(base, frac, torch.full((n,), base * (1.0 + frac * ULP1)))
-             for base, frac in ((1.0, 0.125), (-1.0, 0.125), (1.0, 0.5), (1.0, 0.75))]
-    draws = [(_sr(fn, x, 1), _sr(fn, x, 2)) for _, _, x in cases]
-    for (_, _, x), (a, _) in zip(cases, draws):
-        _check_type(name, x, a)
+    ulp = [(case, _rounded(name, case, out)) for case, out in parts["ulp"]]
     shown = "200000 copies each of 1 + 1/8 ulp, -(1 + 1/8 ulp), 1 + 1/2 ulp, 1 + 3/4 ulp (ulp = 2**-7)"
-    if all(same_bits(a, b) for a, b in draws):
-        nearest = all(same_bits(a, x.bfloat16()) for (_, _, x), (a, _) in zip(cases, draws))
-        trunc = all(same_bits(a, (x.view(torch.int32) & -65536).view(torch.float32).bfloat16())
-                    for (_, _, x), (a, _) in zip(cases, draws))
-        got = ", ".join(f"{float(a[0])!r}" for a, _ in draws)
+    if all(same_bits(a, b) for _, (a, b) in ulp):
+        nearest = all(same_bits(a, c["x"].bfloat16()) for c, (a, _) in ulp)
+        trunc = all(same_bits(a, (c["x"].view(torch.int32) & -65536).view(torch.float32).bfloat16())
+                    for c, (a, _) in ulp)
+        got = ", ".join(f"{float(a[0])!r}" for _, (a, _) in ulp)
         if nearest:
             hint = ("that is rounding to nearest (x.bfloat16()): an update below half an ulp is lost every time. "
                     "Round away from zero with probability (lower 16 bits) / 2**16, using the random bits from "
@@ -86,7 +150,8 @@ def _check_stochastic_round(fn) -> str:
                     "torch.randint(0, 1 << 16, x.shape, generator=generator, dtype=torch.int32)")
         raise fail(name, input=shown, expected="a mix of the two bf16 neighbours, different for each generator",
                    got=f"every copy rounded the same way, whatever the generator: {got}", hint=hint)
-    for (base, frac, x), (a, _) in zip(cases, draws):
+    for case, (a, _) in ulp:
+        base, frac, x, n = case["base"], case["frac"], case["x"], case["x"].numel()
         up = (a.float().abs() > 1.0).double().mean().item()
         se = math.sqrt(frac * (1 - frac) / n)
         if abs(up - frac) > 6 * se:
@@ -97,33 +162,40 @@ def _check_stochastic_round(fn) -> str:
                             "torch.int32) & 0xFFFF); fewer bits, a shifted range or a float threshold round up "
                             "with the wrong probability, so the rounding is no longer unbiased")
     # 3. bit for bit on the shared stream
-    g = torch.Generator().manual_seed(3)
-    m = 1 << 20               # an off-by-one in the draw changes about one element in 65536: look at a million
-    x = torch.randn(m, generator=g) * torch.logspace(-20, 20, m)
-    for seed in (4, 5):
-        got = _sr(fn, x, seed)
+    [(case, out)] = parts["stream"]
+    x = case["x"]
+    for seed, got in zip(case["seeds"], _rounded(name, case, out)):
         want = _reference_sr(x, generator=torch.Generator().manual_seed(seed))
         if not same_bits(got, want):
-            raise fail(name, input=f"{m} random float32 values (generator seed {seed})", expected=want, got=got,
+            raise fail(name, input=f"{x.numel()} random float32 values (generator seed {seed})", expected=want,
+                       got=got,
                        hint="unbiased, but not the course's (and torchao's) random stream: draw exactly "
                             "torch.randint(0, 1 << 16, x.shape, generator=generator, dtype=torch.int32), once, "
                             "and round away from zero where it is < (x.view(torch.int32) & 0xFFFF)")
     # 4. the top of the range: rounding up the largest float32 carries into the exponent (inf), never a NaN
-    top = torch.tensor([3.4028234663852886e38, -3.4028234663852886e38]).repeat(512)
-    got = _sr(fn, top, 6)
-    _check_type(name, top, got)
+    [(case, out)] = parts["top"]
+    [got] = _rounded(name, case, out)
     if bool(got.isnan().any()):
         raise fail(name, input="±3.4028235e38 (float32's largest), 512 draws each",
                    expected="bf16's largest (±3.3895e38) or ±inf, never NaN", got=f"{int(got.isnan().sum())} NaN",
                    hint="clear all 16 low bits before rounding up (bits & -65536, i.e. 0xFFFF0000) and add exactly "
                         "0x10000: a leftover low bit on 0x7F7F0000 + 0x10000 makes 0x7F800001, a NaN, not inf")
-    return passed(name, "exact values kept, unbiased at 1/8, 1/2, 3/4 ulp (both signs), bit-identical on the "
-                        "stream, no NaN at the top of the range")
+    return ("exact values kept, unbiased at 1/8, 1/2, 3/4 ulp (both signs), bit-identical on the "
+            "stream, no NaN at the top of the range")
+
+
+check_stochastic_round = Check("stochastic_round", cases=_sr_cases, plan=stochastic_round_plan,
+                               judge=_judge_stochastic_round, echo=True, rules=RULES)
+"""Grade ``stochastic_round(x, generator) -> bf16`` (see the module docstring)."""
 
 
 # --- Kahan ------------------------------------------------------------------------------------------
-def _params():
-    g = torch.Generator().manual_seed(7)
+_STEPS = 60
+
+
+def _params(g: torch.Generator | None = None) -> list[torch.Tensor]:
+    """Four bf16 weights drawn from ``g`` (default: seed 7, the self-check seed's)."""
+    g = torch.Generator().manual_seed(7) if g is None else g
     return [torch.randn(48, 32, generator=g).bfloat16(), torch.randn(32, generator=g).bfloat16(),
             (torch.randn(16, 8, generator=g) * 0.01).bfloat16(),
             # tiny weights (1e-6): below fp16's normal range, where a detour through fp16 is not exact
@@ -139,13 +211,27 @@ def _rounded_twice():
     return (torch.tensor([1.0, -1.0]).bfloat16(), torch.tensor([2.0 ** -8, -2.0 ** -8]).bfloat16(), u)
 
 
-def _updates(params, steps, seed=8):
-    g = torch.Generator().manual_seed(seed)
+def _updates(params, steps, g: torch.Generator | None = None):
+    """``steps`` updates below half an ulp of each weight, drawn from ``g`` (default: seed 8)."""
+    g = torch.Generator().manual_seed(8) if g is None else g
     return [[p.float().abs() * 2.0 ** -11 * (1 + torch.rand(p.shape, generator=g)) * torch.sign(
         torch.randn(p.shape, generator=g) + 0.3) for p in params] for _ in range(steps)]
 
 
+def _kahan_cases(seed: int) -> dict:
+    """Four bf16 weights and 60 steps of updates below half an ulp, drawn from ``seed`` (seed 0
+    gives the weights and updates this check has always used); zero buffers to start the updates
+    from; and the float32/float64 tie of :func:`_rounded_twice`."""
+    params = _params(torch.Generator().manual_seed(7 + 2 * seed))
+    p, c, u = _rounded_twice()
+    return {"params": params, "comps": [torch.zeros_like(q) for q in params],
+            "updates": _updates(params, _STEPS, torch.Generator().manual_seed(8 + 2 * seed)),
+            "tie": {"p": p, "comp": c, "update": u}}
+
+
 def _fmt(t: torch.Tensor) -> str:
+    if type(t) is not torch.Tensor:
+        return _what(t)
     v = t.flatten()[:4].float().tolist()
     return "[" + ", ".join(f"{x:.6g}" for x in v) + ", ...]"
 
@@ -169,28 +255,49 @@ def _kahan_hint(p0, c0, u, p, c) -> str:
             "then comp = y - (new_p.float() - p.float()) rounded to bf16; update p and comp in place")
 
 
-def check_kahan(init_compensation, kahan_update_) -> str:
+_UPDATE_HINT = ("kahan_update_ changed `update`, the caller's step: it only reads it. Form y = comp.float() + "
+                "update as a new tensor (`update += comp` or update.add_(...) writes into the caller's tensor)")
+
+
+def _after_update(where: str, out: dict, u: torch.Tensor) -> tuple:
+    """The learner's p and comp after one call (dtype-checked), after checking ``update`` was left alone."""
+    returned("kahan_update_", out["call"], input=where, expected="p and comp updated in place")
+    p, c = out["p"], out["comp"]
+    if type(p) is not torch.Tensor or type(c) is not torch.Tensor or p.dtype != torch.bfloat16 \
+            or c.dtype != torch.bfloat16:
+        dt = lambda t: t.dtype if type(t) is torch.Tensor else _what(t)  # noqa: E731
+        raise fail("kahan_update_", input=where, expected="p and comp still bf16", got=f"p {dt(p)}, comp {dt(c)}",
+                   hint="update in place with p.copy_(...) and comp.copy_(...): both stay bf16")
+    if not same_bits(out["update"], u):
+        raise fail("kahan_update_", input=where, expected="update as it was passed in",
+                   got=f"update changed to {_fmt(out['update'])} (was {_fmt(u)})", hint=_UPDATE_HINT)
+    return p, c
+
+
+def _judge_kahan(cases: dict, result) -> str:
     with num_threads(1):
-        return _check_kahan(init_compensation, kahan_update_)
+        return _judge_k(cases, result)
 
 
-def _check_kahan(init_compensation, kahan_update_) -> str:
-    name = "kahan"
-    require_callable("init_compensation", init_compensation)
-    require_callable("kahan_update_", kahan_update_)
-    params = _params()
-    comps = call_learner("init_compensation", init_compensation, ([p.clone() for p in params],),
-                         input=f"{len(params)} bf16 weights (48×32, 32, 16×8, 64)",
-                         expected=f"a list of {len(params)} zero buffers")
-    if not isinstance(comps, (list, tuple)) or len(comps) != len(params):
-        raise fail("init_compensation", input=f"{len(params)} bf16 weights", expected=f"a list of {len(params)} tensors",
+def _judge_k(cases: dict, result) -> str:
+    params = cases["params"]
+    n = len(params)
+    step_ok = lambda s: type(s) is dict and {"call", "p", "comp", "update"} <= s.keys()  # noqa: E731
+    _readable("kahan", type(result) is dict and type(result.get("steps")) is list
+              and len(result["steps"]) == len(cases["updates"])
+              and all(type(row) is list and len(row) == n and all(step_ok(s) for s in row) for row in result["steps"])
+              and step_ok(result.get("tie")), result if type(result) is not dict else sorted(result))
+    comps = returned("init_compensation", result.get("init"), input=f"{n} bf16 weights (48×32, 32, 16×8, 64)",
+                     expected=f"a list of {n} zero buffers")
+    if type(comps) not in (list, tuple) or len(comps) != n:
+        raise fail("init_compensation", input=f"{n} bf16 weights", expected=f"a list of {n} tensors",
                    got=comps, hint="return one compensation buffer per parameter, in order")
     for i, (p, c) in enumerate(zip(params, comps)):
-        if not isinstance(c, torch.Tensor) or c.shape != p.shape:
+        if type(c) is not torch.Tensor or c.shape != p.shape:
             raise fail("init_compensation", input=f"weight {i}: shape {tuple(p.shape)}",
                        expected=f"a tensor of shape {tuple(p.shape)}", got=c, hint="torch.zeros_like(p)")
         if c.dtype != p.dtype:
-            odd = [j for j, cc in enumerate(comps) if isinstance(cc, torch.Tensor) and cc.dtype != params[j].dtype]
+            odd = [j for j, cc in enumerate(comps) if type(cc) is torch.Tensor and cc.dtype != params[j].dtype]
             raise fail("init_compensation", input=f"weight {i}: {p.dtype}, shape {tuple(p.shape)}",
                        expected=f"a {p.dtype} buffer for every weight", got=f"{c.dtype} for weights {odd}",
                        hint="the compensation is kept in the weight's own dtype (bf16) for every parameter: "
@@ -199,34 +306,29 @@ def _check_kahan(init_compensation, kahan_update_) -> str:
         if bool((c != 0).any()):
             raise fail("init_compensation", input=f"weight {i}", expected="zeros", got=c,
                        hint="nothing has been lost yet: the buffers start at 0")
-    # run the learner's update and the reference side by side, bit for bit after every step; on the
-    # first difference, tell which wrong update the learner's one step matches (from the same state)
-    steps = 60
-    mine = [p.clone() for p in params]
-    my_c = [c.clone() for c in comps]
+    # the reference runs beside the learner's updates, bit for bit after every step; on the first
+    # difference, tell which wrong update the learner's one step matches (from the same state)
+    ref_p = [p.clone() for p in params]
+    ref_c = [c.clone() for c in cases["comps"]]
     near = [p.clone() for p in params]
-    for k, ups in enumerate(_updates(params, steps)):
-        for i, u in enumerate(ups):
-            p0, c0 = mine[i].clone(), my_c[i].clone()
-            call_learner("kahan_update_", kahan_update_, (mine[i], my_c[i], u.clone()),
-                         input=f"step {k + 1}, weight {i}", expected="p and comp updated in place")
+    for k, (ups, row) in enumerate(zip(cases["updates"], result["steps"])):
+        for i, (u, out) in enumerate(zip(ups, row)):
+            where = f"step {k + 1}, weight {i}"
+            mine_p, mine_c = _after_update(where, out, u)
             near[i] = (near[i].float() + u).bfloat16()
-            if mine[i].dtype != torch.bfloat16 or my_c[i].dtype != torch.bfloat16:
-                raise fail("kahan_update_", input=f"step {k + 1}, weight {i}", expected="p and comp still bf16",
-                           got=f"p {mine[i].dtype}, comp {my_c[i].dtype}",
-                           hint="update in place with p.copy_(...) and comp.copy_(...): both stay bf16")
+            p0, c0 = ref_p[i], ref_c[i]
             want_p, want_c = p0.clone(), c0.clone()
             kahan_add_(want_p, want_c, u)
-            if same_bits(mine[i], want_p) and same_bits(my_c[i], want_c):
+            if same_bits(mine_p, want_p) and same_bits(mine_c, want_c):
+                ref_p[i], ref_c[i] = want_p, want_c
                 continue
-            raise fail("kahan_update_", input=f"step {k + 1}, weight {i} (updates below half an ulp)",
+            raise fail("kahan_update_", input=f"{where} (updates below half an ulp)",
                        expected=f"p {_fmt(want_p)}, comp {_fmt(want_c)}",
-                       got=f"p {_fmt(mine[i])}, comp {_fmt(my_c[i])}", hint=_kahan_hint(p0, c0, u, mine[i], my_c[i]))
-    p0, c0, u = _rounded_twice()
-    mine_p, mine_c = p0.clone(), c0.clone()
+                       got=f"p {_fmt(mine_p)}, comp {_fmt(mine_c)}", hint=_kahan_hint(p0, c0, u, mine_p, mine_c))
+    tie = cases["tie"]
+    p0, c0, u = tie["p"], tie["comp"], tie["update"]
     shown = "p = [1, -1] (bf16), comp = [2^-8, -2^-8] (bf16), update = ±(2^-24 + 2^-40) (fp32)"
-    call_learner("kahan_update_", kahan_update_, (mine_p, mine_c, u.clone()), input=shown,
-                 expected="p and comp updated in place")
+    mine_p, mine_c = _after_update(shown, result["tie"], u)
     want_p, want_c = p0.clone(), c0.clone()
     kahan_add_(want_p, want_c, u)
     if not (same_bits(mine_p, want_p) and same_bits(mine_c, want_c)):
@@ -235,7 +337,11 @@ def _check_kahan(init_compensation, kahan_update_) -> str:
                    hint="form the sums in float32 (p.float(), comp.float(), as the update is): comp + update is "
                         "2^-8 + 2^-24 in float32 and p + y the bf16 tie 1 + 2^-8 (rounded to even: 1.0), while "
                         "float64 sums lie above the tie and round up. Kahan's recipe rounds through float32")
-    kept = sum(float((m.double() - p.double()).abs().sum()) for m, p in zip(mine, params))
-    return passed(name, f"{len(params)} bf16 weights, {steps} updates below half an ulp, bit-identical "
-                        f"(round-to-nearest would have moved {sum(int((n != p).sum()) for n, p in zip(near, params))} "
-                        f"weights; Kahan moved them by {kept:.3g} in all)")
+    kept = sum(float((m.double() - p.double()).abs().sum()) for m, p in zip(ref_p, params))
+    return (f"{n} bf16 weights, {_STEPS} updates below half an ulp, bit-identical "
+            f"(round-to-nearest would have moved {sum(int((m != p).sum()) for m, p in zip(near, params))} "
+            f"weights; Kahan moved them by {kept:.3g} in all)")
+
+
+check_kahan = Check("kahan", cases=_kahan_cases, plan=kahan_plan, judge=_judge_kahan, echo=True, rules=RULES)
+"""Grade ``init_compensation(params)`` and ``kahan_update_(p, comp, update)`` (see the module docstring)."""

@@ -69,9 +69,13 @@ class Foreign:
 def _describe(x) -> str:
     t = type(x)
     name = f"{t.__module__}.{t.__qualname__}" if t.__module__ != "builtins" else t.__qualname__
+    if t is torch.Tensor:
+        return f"a {x.device.type} torch.Tensor" if x.device.type != "cpu" else "a torch.Tensor"
     if isinstance(x, torch.Tensor):
         return f"a torch.Tensor subclass {name}"
     for base in (bool, int, float, str, bytes, list, tuple, dict, set):
+        if t is base:
+            return f"a {name}"
         if isinstance(x, base):
             return f"a {base.__name__} subclass {name}"
     return f"a {name}"
@@ -97,6 +101,14 @@ class _Writer:
         self.size = 0
 
     def node(self, x, depth: int = 0):
+        """``x``'s node; a value whose reading raises (a lying ``__iter__``, a meta tensor's bytes)
+        becomes a marker on its own, and the rest of the answer still travels."""
+        try:
+            return self._node(x, depth)
+        except Exception as exc:  # noqa: BLE001 - whatever a learner's object does when read
+            return ["X", f"{_describe(x)} that could not be read ({type(exc).__name__})"]
+
+    def _node(self, x, depth: int):
         if depth > MAX_DEPTH:
             return ["X", f"a value nested deeper than {MAX_DEPTH} levels"]
         t = type(x)
@@ -105,6 +117,11 @@ class _Writer:
         if t is torch.Tensor:
             return self.tensor(x)
         tag = _CONTAINERS.get(id(t))
+        if tag == "S":
+            odd = next((v for v in x if id(type(v)) not in _SCALARS and not (
+                type(v) is tuple and all(id(type(u)) in _SCALARS for u in v))), None)
+            if odd is not None:              # only plain scalars make a set the judge can rebuild
+                return ["X", f"a set holding {_describe(odd)}"]
         if tag is not None:
             items = sorted(x, key=repr) if tag == "S" else x
             if all(id(type(v)) in _SCALARS for v in items):      # the common cases, in one step
