@@ -70,3 +70,52 @@ def test_footprint_equals_torchaos_for_the_same_tensors():
             o.step()
         mine, theirs = (footprint(m, o) for m, o in zip(ms, opts))
         assert mine == theirs, (states, mine, theirs)
+
+
+@pytest.mark.parametrize("name,dtype,amsgrad", [
+    ("Adam8bit", torch.bfloat16, False),       # L2 decay at torchao's default (0)
+    ("AdamW4bit", torch.bfloat16, False),
+    ("AdamWFp8", torch.bfloat16, False),
+    ("_AdamW", torch.bfloat16, True),          # amsgrad's third state (plain: see the next test)
+])
+def test_drop_in_classes_bit_for_bit_with_tensor_lr_and_a_late_step(name, dtype, amsgrad):
+    """The same constructor call on both libraries (torchao's class names and defaults, a tensor
+    lr, unusual betas), bf16 weights; after two steps the counters jump to 20000, where the bias
+    corrections are ~1. Weights and every state bit for bit at every step."""
+    import amp_edu.optim as ae
+    import torchao.optim as ao
+    from amp_edu.optim.parity import _same
+    w0 = torch.randn(SHAPES[0], generator=torch.Generator().manual_seed(5)).to(dtype)
+    ps = [w0.clone().requires_grad_(), w0.clone().requires_grad_()]
+    opts = [getattr(lib, name)([p], lr=torch.tensor(3e-3), betas=(0.8, 0.95), amsgrad=amsgrad) for lib, p in
+            zip((ae, ao), ps)]
+    gen = torch.Generator().manual_seed(6)
+    keys = ("exp_avg", "exp_avg_sq") + (("max_exp_avg_sq",) if amsgrad else ())
+    for k in range(6):
+        g = torch.randn(SHAPES[0], generator=gen).to(dtype)
+        for p in ps:
+            p.grad = g.clone()
+        for o in opts:
+            o.step()
+            if k == 1:
+                o.state[o.param_groups[0]["params"][0]]["step"].fill_(20000.0)
+        assert _same(ps[0].detach(), ps[1].detach()), (name, k)
+        sa, sb = opts[0].state[ps[0]], opts[1].state[ps[1]]
+        assert all(_same(sa[key], sb[key]) for key in keys), (name, k)
+
+
+def test_amsgrad_with_quantized_states_fails_in_torchao_and_runs_here():
+    """torchao 0.18's step takes ``torch.maximum`` of the dequantized-looking ``max_exp_avg_sq.float()``
+    (``adam.py`` line 196), which is still its state subclass, and the subclasses implement no
+    ``aten.maximum``: AdamW8bit(amsgrad=True) fails at its first step on a quantized tensor. amp_edu
+    dequantizes first; the arithmetic is the one ``_AdamW(amsgrad=True)`` matches above."""
+    import amp_edu.optim as ae
+    import torchao.optim as ao
+    w = [torch.randn(SHAPES[0]).requires_grad_() for _ in range(2)]
+    for p in w:
+        p.grad = torch.ones_like(p)
+    with pytest.raises(Exception, match="maximum"):
+        ao.AdamW8bit([w[1]], amsgrad=True).step()
+    opt = ae.AdamW8bit([w[0]], amsgrad=True)
+    opt.step()
+    assert type(opt.state[w[0]]["max_exp_avg_sq"]).__name__ == "QuantizedState"

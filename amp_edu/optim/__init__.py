@@ -11,7 +11,11 @@ module            concept
 ``kahan``         Kahan-compensated bf16 weights: a bf16 buffer keeps what rounding took away
 ``qmaps``         the code books: bitsandbytes' dynamic map (8 and 4 bits) and a linear 4-bit map
 ``blockwise``     a state stored block-wise: codes + one fp32 scale per block (8-bit, 4-bit, fp8)
+``state``         :class:`QuantizedState`: those codes and scales as a tensor subclass, so
+                  ``load_state_dict``, ``torch.save``, DTensor/FSDP2 and distributed checkpoints
+                  can move, save, slice and shard it
 ``adamw``         :class:`AdamW`: the step of torchao's ``single_param_adam``, any storage
+``drop_in``       torchao's class names (``AdamW8bit``, ``Adam4bit``, ...) with its signatures
 ``memory``        bytes per parameter counted from the tensors the optimizer really holds
 ``parity``        run torchao's optimizer and :class:`AdamW` side by side, step by step
 ``updates``       which updates a bf16 weight loses: update/weight against half an ulp
@@ -24,14 +28,17 @@ the registry imports it on first use).
 """
 
 from .adamw import ROUNDINGS, STATES, AdamW
-from .blockwise import BLOCK_SIZES, KINDS, QuantizedState
+from .blockwise import BLOCK_SIZES, KINDS
+from .drop_in import Adam4bit, Adam8bit, AdamFp8, AdamW4bit, AdamW8bit, AdamWFp8, _AdamW  # noqa: F401
 from .kahan import compensation_like, kahan_add_
 from .memory import Footprint, footprint, tensor_bytes
 from .qmaps import dynamic_map, linear_map, nearest_code
 from .recipes import Bf16Weights, QuantizedStates
+from .state import QuantizedState
 from .stochastic import random_bits, round_up_probability, stochastic_round
 
-__all__ = ["AdamW", "ROUNDINGS", "STATES", "QuantizedState", "KINDS", "BLOCK_SIZES", "compensation_like",
+__all__ = ["AdamW", "Adam8bit", "AdamW8bit", "Adam4bit", "AdamW4bit", "AdamFp8", "AdamWFp8", "ROUNDINGS",
+           "STATES", "QuantizedState", "KINDS", "BLOCK_SIZES", "compensation_like",
            "kahan_add_", "Footprint", "footprint", "tensor_bytes", "dynamic_map", "linear_map", "nearest_code",
            "Bf16Weights", "QuantizedStates", "random_bits", "round_up_probability",
            "stochastic_round"]

@@ -1,4 +1,4 @@
-"""Block-wise quantized optimizer states: codes, one scale per block, and a map back to floats.
+"""Block-wise quantization of an optimizer state: codes, one scale per block, and a map back to floats.
 
 Adam keeps two fp32 numbers per parameter (8 bytes). Quantizing them block-wise (Dettmers et al.
 2021, "8-bit Optimizers via Block-wise Quantization", arXiv:2110.02861) stores each as a small code
@@ -21,25 +21,26 @@ kind      codes                                           block       bytes per 
 ``fp8``   float8_e4m3fn values, scale = amax / 448        256         1 + 4/256
 ========  ==============================================  ==========  ====================
 
-The optimizer dequantizes a state to fp32, updates it in fp32, uses that fp32 value for the weight
-update, and stores it back quantized (:meth:`QuantizedState.copy_`).
+This module is the arithmetic only: :func:`quantize` (fp32 → codes and scales) and
+:func:`dequantize` (back). :class:`~amp_edu.optim.state.QuantizedState` holds the result as a
+tensor that PyTorch can save, move, slice and shard.
 """
 
 from __future__ import annotations
 
 import torch
 
-from ..validate import check_bool, check_int
 from .qmaps import dynamic_map, linear_map, nearest_code
 
-__all__ = ["KINDS", "BLOCK_SIZES", "QuantizedState", "block_scale"]
+__all__ = ["KINDS", "BLOCK_SIZES", "FP8", "qmap_for", "block_scale", "quantize", "dequantize", "codes_shape"]
 
 KINDS = ("8bit", "4bit", "fp8")
 BLOCK_SIZES = {"8bit": 256, "4bit": 128, "fp8": 256}   # torchao.optim 0.18's defaults (adam.py)
 FP8 = torch.float8_e4m3fn
 
 
-def _qmap(kind: str, signed: bool) -> torch.Tensor | None:
+def qmap_for(kind: str, signed: bool) -> torch.Tensor | None:
+    """The code book of ``kind`` (``None`` for fp8, whose code is the number itself)."""
     if kind == "8bit":
         return dynamic_map(signed)
     if kind == "4bit":
@@ -47,91 +48,42 @@ def _qmap(kind: str, signed: bool) -> torch.Tensor | None:
     return None
 
 
+def codes_shape(kind: str, shape: torch.Size) -> torch.Size:
+    """The shape of the codes of a state of ``shape``: the same for 8 bits and fp8, a flat half
+    for 4 bits (two codes in each byte, so the bytes cannot keep the state's shape)."""
+    return torch.Size([shape.numel() // 2]) if kind == "4bit" else torch.Size(shape)
+
+
 def block_scale(blocks: torch.Tensor) -> torch.Tensor:
     """Each row's largest magnitude, at least 1e-12 (so an all-zero block divides safely)."""
     return blocks.abs().amax(-1).clip(1e-12)
 
 
-class QuantizedState:
-    """One optimizer state tensor (e.g. Adam's ``exp_avg`` of one weight) stored block-wise.
+def quantize(x: torch.Tensor, kind: str, qmap: torch.Tensor | None, block_size: int):
+    """``(codes, scale)`` of ``x`` (any float dtype, computed in fp32), blocks in memory order.
 
-    ``codes`` (uint8, or float8_e4m3fn for ``fp8``; the 4-bit kind packs two codes per byte in a
-    flat tensor), ``scale`` (fp32, one per block) and ``qmap`` (fp32 code book; ``None`` for fp8).
-    The state a tensor of ``shape`` would be; :meth:`dequantize` gives it back as fp32.
-    """
-
-    def __init__(self, kind: str, shape, *, signed: bool = True, block_size: int | None = None,
-                 device=None) -> None:
-        if kind not in KINDS:
-            raise ValueError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
-        self.kind, self.signed = kind, check_bool(signed, "signed")
-        self.shape = torch.Size(shape)
-        self.block_size = check_int(BLOCK_SIZES[kind] if block_size is None else block_size, "block_size", min=2)
-        n = self.shape.numel()
-        if n % self.block_size:
-            raise ValueError(f"{n} elements do not split into blocks of {self.block_size}")
-        if kind == "4bit" and self.block_size % 2:
-            raise ValueError("4-bit codes are packed two per byte: block_size must be even")
-        if kind == "fp8":
-            self.codes = torch.zeros(self.shape, dtype=FP8, device=device)
-        elif kind == "4bit":
-            self.codes = torch.zeros(n // 2, dtype=torch.uint8, device=device)
-        else:
-            self.codes = torch.zeros(self.shape, dtype=torch.uint8, device=device)
-        self.scale = torch.zeros(n // self.block_size, dtype=torch.float32, device=device)
-        q = _qmap(kind, signed)
-        self.qmap = None if q is None else q.to(device)
-
-    # --- the two directions --------------------------------------------------------------------
-    def dequantize(self) -> torch.Tensor:
-        """The state as an fp32 tensor of :attr:`shape`: ``qmap[code] * scale`` per block."""
-        if self.kind == "fp8":
-            vals = self.codes.float().view(-1, self.block_size)
-        else:
-            codes = self.codes
-            if self.kind == "4bit":
-                codes = torch.stack([codes >> 4, codes & 0b1111], dim=-1)   # unpack: high nibble first
-            vals = self.qmap[codes.int()].view(-1, self.block_size)
-        return (vals * self.scale.view(-1, 1)).view(self.shape)
-
-    def copy_(self, x: torch.Tensor) -> "QuantizedState":
-        """Store fp32 ``x`` (of :attr:`shape`): new scales, new codes."""
-        if not isinstance(x, torch.Tensor) or x.shape != self.shape:
-            raise ValueError(f"x must be a tensor of shape {tuple(self.shape)}")
-        blocks = x.float().reshape(-1, self.block_size)
-        if self.kind == "fp8":
-            scale = block_scale(blocks) / torch.finfo(FP8).max
-            self.codes.copy_((blocks / scale.view(-1, 1)).to(FP8).view(self.shape))
-        else:
-            scale = block_scale(blocks)
-            codes = nearest_code(blocks / scale.view(-1, 1), self.qmap).view(-1)
-            if self.kind == "4bit":
-                codes = (codes[::2] << 4) | codes[1::2]                      # pack two per byte
-            self.codes.copy_(codes.view(self.codes.shape))
-        self.scale.copy_(scale)
-        return self
-
-    # --- bookkeeping ---------------------------------------------------------------------------
-    def tensors(self) -> list[torch.Tensor]:
-        """The tensors this state really holds (codes, scale, and the code book if any)."""
-        return [t for t in (self.codes, self.scale, self.qmap) if t is not None]
-
-    @property
-    def nbytes(self) -> int:
-        """Bytes of :meth:`tensors` (the code book is shared in spirit, but each state holds one,
-        as in torchao; it is 1 KiB for 8 bits and 64 B for 4 bits)."""
-        return sum(t.numel() * t.element_size() for t in self.tensors())
-
-    def clone(self) -> "QuantizedState":
-        new = object.__new__(QuantizedState)
-        new.__dict__.update(self.__dict__)
-        new.codes, new.scale = self.codes.clone(), self.scale.clone()
-        new.qmap = None if self.qmap is None else self.qmap.clone()
-        return new
-
-    def __repr__(self) -> str:
-        return (f"QuantizedState({self.kind}, signed={self.signed}, block_size={self.block_size}, "
-                f"shape={tuple(self.shape)})")
+    ``codes`` has :func:`codes_shape`; ``scale`` is fp32, one per block. The same operations as
+    torchao's ``copy_`` into its state subclasses, so the same bits."""
+    blocks = x.float().reshape(-1, block_size)
+    if kind == "fp8":
+        scale = block_scale(blocks) / torch.finfo(FP8).max
+        codes = (blocks / scale.view(-1, 1)).to(FP8).view(x.shape)
+        return codes, scale
+    scale = block_scale(blocks)
+    codes = nearest_code(blocks / scale.view(-1, 1), qmap).view(-1)
+    if kind == "4bit":
+        codes = (codes[::2] << 4) | codes[1::2]                 # pack two per byte, high nibble first
+        return codes, scale
+    return codes.view(x.shape), scale
 
 
-torch.serialization.add_safe_globals([QuantizedState, torch.Size])   # torch.load(weights_only=True)
+def dequantize(codes: torch.Tensor, scale: torch.Tensor, qmap: torch.Tensor | None, kind: str,
+               block_size: int, shape: torch.Size) -> torch.Tensor:
+    """fp32 values of ``shape``: ``qmap[code] * scale`` per block (fp8: ``code * scale``)."""
+    if kind == "fp8":
+        vals = codes.float().view(-1, block_size)
+    else:
+        if kind == "4bit":
+            codes = torch.stack([codes >> 4, codes & 0b1111], dim=-1)   # unpack: high nibble first
+        vals = qmap[codes.int()].view(-1, block_size)
+    return (vals * scale.view(-1, 1)).view(shape)

@@ -2,9 +2,10 @@
 
 A formula (4 + 4 + 8 = 16 bytes for fp32 Adam) is a claim; this module measures it. It walks the
 model's parameters and their gradients, and every value in the optimizer's ``state``: plain
-tensors, this package's :class:`~amp_edu.optim.blockwise.QuantizedState` (codes, scales, code
-book) and torchao's state tensor subclasses (whose inner tensors ``__tensor_flatten__`` names),
-and adds up ``numel * element_size`` of each storage once.
+tensors, and tensor subclasses -- this package's :class:`~amp_edu.optim.state.QuantizedState`
+(codes, scales, code book), torchao's state subclasses, a ``DTensor`` around either -- through the
+inner tensors their ``__tensor_flatten__`` names (a subclass's own ``nbytes`` counts the dtype it
+appears as, not what it stores), and adds up ``numel * element_size`` of each storage once.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from .blockwise import QuantizedState
+from .state import QuantizedState
 
 __all__ = ["Footprint", "footprint", "tensor_bytes"]
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import torch
 
 from .adamw import AdamW
-from .blockwise import QuantizedState
+from .state import QuantizedState
 from .stochastic import round_up_probability
 
 __all__ = ["TORCHAO", "torchao_optimizer", "StepParity", "compare_steps", "SRAgreement", "stochastic_agreement"]

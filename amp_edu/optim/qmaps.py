@@ -18,6 +18,12 @@ decides where the precision goes:
 * the 4-bit first moment uses :func:`dynamic_map` with 3 exponent bits and 4 bits in total.
 
 fp8 states (``AdamWFp8``) need no map: the code is the e4m3 number itself.
+
+The maps are built in fp32 whatever ``torch.get_default_dtype()`` is. torchao's
+``create_dynamic_map`` uses the default dtype (``torch.linspace``) and caches the first result
+(``get_qmap_signed``, ``lru_cache``), so a process whose first torchao optimizer is made under
+``torch.set_default_dtype(torch.bfloat16)`` keeps a slightly different map; the tests fill its
+cache in fp32 first.
 """
 
 from __future__ import annotations
@@ -38,14 +44,14 @@ def _dynamic_values(signed: bool, exponent_bits: int, total_bits: int) -> tuple[
     extra = 2 ** (non_sign - exponent_bits) - 1   # codes whose exponent bits are all zero
     for i in range(exponent_bits):
         n = 2 ** (i + non_sign - exponent_bits) + 1 if signed else 2 ** (i + non_sign - exponent_bits + 1) + 1
-        edges = torch.linspace(0.1, 1, n)
+        edges = torch.linspace(0.1, 1, n, dtype=torch.float32)
         means = (edges[:-1] + edges[1:]) / 2.0      # the fraction values: mid-points of a linear grid
         decade = 10 ** (-(exponent_bits - 1) + i)
         data += (decade * means).tolist()
         if signed:
             data += (-decade * means).tolist()
     if extra > 0:
-        edges = torch.linspace(0.1, 1, extra + 1)
+        edges = torch.linspace(0.1, 1, extra + 1, dtype=torch.float32)
         means = (edges[:-1] + edges[1:]) / 2.0
         decade = 10 ** (-(exponent_bits - 1) + exponent_bits - 1)
         data += (decade * means).tolist()
@@ -68,7 +74,7 @@ def dynamic_map(signed: bool = True, exponent_bits: int = 7, total_bits: int = 8
 def linear_map(levels: int = 16) -> torch.Tensor:
     """``levels`` evenly spaced values ``1/levels, ..., 1`` (no zero) as float32."""
     levels = check_int(levels, "levels", min=2)
-    return torch.linspace(0, 1, levels + 1)[1:].clone()     # clone: its own 16-value storage
+    return torch.linspace(0, 1, levels + 1, dtype=torch.float32)[1:].clone()   # its own storage
 
 
 def nearest_code(x: torch.Tensor, qmap: torch.Tensor) -> torch.Tensor:

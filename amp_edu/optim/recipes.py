@@ -42,10 +42,9 @@ def adam_settings(opt: torch.optim.Optimizer) -> dict:
         raise ValueError("the optimizer-precision recipes store Adam's moments, so the run's optimizer must "
                          f"be 'adam' or 'adamw' (torch.optim.Adam/AdamW), got {type(opt).__name__}")
     g = opt.defaults
-    if g.get("amsgrad"):
-        raise ValueError("amsgrad is not supported by the optimizer-precision recipes")
     return dict(lr=float(g["lr"]), betas=tuple(g["betas"]), eps=float(g["eps"]),
-                weight_decay=float(g["weight_decay"]), decoupled=isinstance(opt, torch.optim.AdamW))
+                weight_decay=float(g["weight_decay"]), amsgrad=bool(g.get("amsgrad", False)),
+                decoupled=isinstance(opt, torch.optim.AdamW))
 
 
 class OptimRecipe(Recipe):

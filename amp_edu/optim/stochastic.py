@@ -19,6 +19,8 @@ one draw is larger than round-to-nearest's (up to one ulp instead of half), but 
 This is the rule torchao uses (``torchao/optim/quant_utils.py``, ``_fp32_to_bf16_sr``, lines
 121-162 in torchao 0.18.0) with the same random draw (``torch.randint(0, 1 << 16, shape,
 dtype=torch.int32)``), so with the same generator state the two give the same bits.
+A ``DTensor`` (an FSDP2 weight) is rounded shard by shard, each rank drawing its own bits, and
+comes back as a ``DTensor`` of the same layout, as torchao's does.
 Adding 0x10000 to the largest finite bf16 magnitude carries into the exponent and gives inf, as
 round-to-nearest does for values that close to the top of the range.
 """
@@ -26,6 +28,8 @@ round-to-nearest does for values that close to the top of the range.
 from __future__ import annotations
 
 import torch
+
+from ..scaler.dtensor import is_dtensor, local_tensor
 
 __all__ = ["random_bits", "stochastic_round", "round_up_probability"]
 
@@ -49,6 +53,13 @@ def stochastic_round(x: torch.Tensor, *, generator: torch.Generator | None = Non
     (lower 16 bits) / 2^16. ``rand``: the 16-bit draws to use (int32 in ``[0, 2^16)``, ``x``'s
     shape); else they are drawn from ``generator`` (``None``: torch's default generator)."""
     x = _check_fp32(x)
+    if is_dtensor(x):                            # FSDP2: round this rank's shard, keep the layout
+        from torch.distributed.tensor import DTensor
+        if rand is not None:
+            rand = local_tensor(rand)
+        out = stochastic_round(x.to_local(), generator=generator, rand=rand)
+        return DTensor.from_local(out, x.device_mesh, x.placements, run_check=False, shape=x.shape,
+                                  stride=x.stride())
     if rand is None:
         rand = random_bits(x.shape, generator=generator, device=x.device)
     elif not isinstance(rand, torch.Tensor) or rand.dtype != torch.int32 or rand.shape != x.shape:
