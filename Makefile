@@ -11,6 +11,9 @@
 #   make exercises                 regenerate exercises/ from solutions/
 #   make grade NB=FILE|FOLDER [ARGS="--jobs 2 --csv grades.csv"]   grade a notebook or a class
 #   make doctor / make bench       what this machine can do / the benchmark
+#   make site                      the course as a static website (build/site/html), every asset local
+#   make test-compat [COMPAT_TORCH=2.14.1]   the hosted-runtime install and the fast tier + lessons
+#                                  04 05 10 12 13 on another torch, in a second environment (several GB)
 
 PYTHON ?= python3
 VENV   ?= .venv
@@ -24,7 +27,7 @@ LAB_ARGS ?=
 # COURSE_JOBS=0 runs it in one process.
 COURSE_JOBS ?= 2
 
-.PHONY: install lab test test-fast test-course readme browser sandbox exercises grade doctor bench clean
+.PHONY: install lab test test-fast test-course readme browser sandbox exercises grade doctor bench site test-compat clean
 
 install: $(STAMP)
 
@@ -91,6 +94,16 @@ doctor: install
 
 bench: install
 	$(PY) -m amp_edu bench
+
+# The site from the stored notebooks (nothing executed); MathJax comes from npm once (build/vendor/).
+site: install
+	$(PY) -m amp_edu.course.site
+
+# A second environment with only torch $(COMPAT_TORCH), the hosted install cell run in it (torch must
+# stay), then the test extra from constraints.txt less its torch pin; the fast tier and five lessons.
+COMPAT_TORCH ?= 2.14.1
+test-compat: install
+	$(PY) tools/compat.py --torch $(COMPAT_TORCH)
 
 clean:
 	rm -rf $(VENV) build *.egg-info

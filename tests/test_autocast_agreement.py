@@ -20,9 +20,8 @@ import torch
 import torch.nn.functional as F
 
 from amp_edu import tree
-from amp_edu.autocast import agreement, autocast, policy
+from amp_edu.autocast import agreement, autocast, policy, versions
 
-TABLES_FROM = (2, 13)   # the torch version the op tables were read from
 
 
 @pytest.fixture(scope="module")
@@ -36,12 +35,34 @@ def _registered(key):
     return {r.split("::")[1].split(".")[0] for r in torch._C._dispatch_get_registrations_for_dispatch_key(key)}
 
 
-@pytest.mark.skipif(tuple(int(v) for v in torch.__version__.split(".")[:2]) < TABLES_FROM,
-                    reason="the tables follow torch 2.13's registrations; older torch registers fewer ops")
-@pytest.mark.parametrize("key, table", [("AutocastCUDA", policy.REGISTERED["cuda"]), ("AutocastCPU", policy.REGISTERED["cpu"])])
-def test_tables_equal_torch_registrations(key, table):
+@pytest.mark.parametrize("key, pol", [("AutocastCUDA", "cuda"), ("AutocastCPU", "cpu")])
+def test_tables_equal_torch_registrations(key, pol):
+    """On torch versions.TABLES_FROM the tables are its registrations exactly; on a release whose
+    changes are recorded (versions.KNOWN_CHANGES) the difference is exactly the recorded one; on
+    any other the difference is reported ("your torch differs here"), not failed."""
     reg = _registered(key)
-    assert reg == set(table), f"missing: {sorted(reg - set(table))}, extra: {sorted(set(table) - reg)}"
+    diff = versions.differences(pol, reg)
+    want = versions.expected(torch.__version__, pol)
+    if want is None:
+        pytest.skip(f"your torch differs here: {diff} (torch {torch.__version__}; the tables are "
+                    f"{versions.TABLES_FROM}'s)" if not diff.same else "an unrecorded torch with the same ops")
+    assert (diff.added, diff.removed) == want, (
+        f"torch {torch.__version__}: {diff}; recorded for its release: added {want[0]}, removed {want[1]}")
+
+
+def test_versions_report_says_where_a_torch_differs():
+    same = {p: set(policy.REGISTERED[p]) for p in ("cpu", "cuda")}
+    assert "registers the same ops" in versions.report(same, "2.13.0")
+    other = {"cpu": (same["cpu"] - {"cholesky", "qr"}) | {"linalg_matrix_sqrth"},
+             "cuda": same["cuda"] | {"_cudnn_rnn", "linalg_matrix_sqrth"}}
+    text = versions.report(other, "2.14.1")
+    assert text.startswith(f"The op tables are torch {versions.TABLES_FROM}'s. Your torch 2.14.1 differs here:")
+    assert "CPU: also casts linalg_matrix_sqrth (fp32); no longer casts cholesky, qr" in text
+    assert "CUDA: also casts _cudnn_rnn, linalg_matrix_sqrth" in text
+    assert versions.expected("2.14.1+cu130", "cpu") == (("linalg_matrix_sqrth",), ("cholesky", "qr"))
+    assert versions.expected("2.9.0", "cpu") is None
+    with pytest.raises(ValueError, match="pol must be one of cuda, cpu"):
+        versions.differences("mps")
 
 
 def test_cuda_table_kinds_follow_the_header_lists():
