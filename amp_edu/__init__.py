@@ -21,6 +21,7 @@ fp8          fp8 training from scratch, bit-identical to torchao's   (10)
 distributed  launch ranks; DDP/FSDP2 mixed precision; sharded scaler (11)
 optim        bf16 weights (stochastic rounding, Kahan), 8/4-bit/fp8 Adam states (12)
 compile      torch.compile and autocast: graphs, casts, fused kernels (13)
+hf           Trainer/Accelerate precision read from the objects; a loop equal to the Trainer's (14)
 viz          plotting helpers shared by the lessons
 hooks        module hooks that are always removed
 tree         the tensors in nested containers

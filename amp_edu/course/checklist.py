@@ -27,4 +27,24 @@ CHECKS = {
     'kahan': {'lesson': '12_optimizer_precision.ipynb', 'source': '# CHECK: kahan\ncheck_kahan(init_compensation, kahan_update_)', 'module': 'amp_edu.checks.l12', 'function': 'check_kahan', 'args': 'init_compensation, kahan_update_'},
     'low_precision_ops': {'lesson': '13_compile_and_mixed_precision.ipynb', 'source': '# CHECK: low_precision_ops\nl13.check_low_precision_ops(low_precision_ops)', 'module': 'amp_edu.checks.l13', 'function': 'check_low_precision_ops', 'args': 'low_precision_ops'},
     'kernel_kinds': {'lesson': '13_compile_and_mixed_precision.ipynb', 'source': '# CHECK: kernel_kinds\nl13.check_kernel_kinds(kernel_kinds)', 'module': 'amp_edu.checks.l13', 'function': 'check_kernel_kinds', 'args': 'kernel_kinds'},
+    'reproduce_trainer': {'lesson': '14_trainer_and_accelerate.ipynb', 'source': '# CHECK: reproduce_trainer\ncheck_reproduce_trainer(reproduce_trainer)', 'module': 'amp_edu.checks.l14', 'function': 'check_reproduce_trainer', 'args': 'reproduce_trainer'},
+    'what_runs': {'lesson': '14_trainer_and_accelerate.ipynb', 'source': '# CHECK: what_runs\ncheck_what_runs(what_runs)', 'module': 'amp_edu.checks.l14', 'function': 'check_what_runs', 'args': 'what_runs'},
+}
+
+# the code cells each exercise hands out (reference.cell_digest), checks aside
+GIVEN = {
+    '01_number_formats.ipynb': ['855f45cdaf2a1cd6', '8f2199d7e0976df6', 'd54baf5e86c01ada'],
+    '02_where_fp16_breaks.ipynb': ['0049d0af43b9aecc', 'b0f503b8e5f2ea9a', 'b629bc3ad5400829', 'c265f9e98ca4ed24', 'f19b3b27e076421e'],
+    '03_loss_scaling_by_hand.ipynb': ['113bd35b9d97b534', 'b9a191590e27cff7', 'c499da07e29fb870', 'c4fb0a3ad39055c0'],
+    '04_gradscaler_from_scratch.ipynb': ['d9c850f908383e22', 'da2cffa232107ba1', 'efefde3a27952a7a'],
+    '05_autocast_from_scratch.ipynb': ['6f40204dd3fd42d2', '906a6d35221b8ac8', 'a93cd503c10b933e', 'e1ff49ea8ad274f0'],
+    '06_tensor_cores.ipynb': ['0c1726d164941a8a', '3dace15ab55098b4', '9836917cecc4cd46', 'e5e00ae02e8512ae'],
+    '07_memory.ipynb': ['29ae25828e8e176d', '3419586d34583cec', '953e64e46a76dc61', 'a15745032430a0a7', 'b3acb2bc94feb990'],
+    '08_amp_training_recipe.ipynb': ['7546a5aaa2f1a621', 'd981d25f7453ff31', 'f00e785e0d69d034'],
+    '09_debugging.ipynb': ['7bc352ce9238c690', 'da3bd1c727c41721', 'f6ef27fcd6413444'],
+    '10_fp8_training.ipynb': ['1b6c9571e3aa61b8', '379937c40a580305', 'efd03996e4bc0c58'],
+    '11_distributed_mixed_precision.ipynb': ['24eccc6539d93381', 'be3f96bf96e6eafb', 'e56b3b829bb86b30'],
+    '12_optimizer_precision.ipynb': ['8435104e102c1e44', '94d5d75bcee53e83', 'f10c8af24680d245'],
+    '13_compile_and_mixed_precision.ipynb': ['1ba0b0d01164db40', '6ccd72eea9f0f784', '77f8b7cd44136512', '7928d433b912936b', '90067208395d1414', '996c7dac09133169'],
+    '14_trainer_and_accelerate.ipynb': ['1686e809bcfcc9a1', '47048759b242895b', '8110e6850891bbaa', '8181008e3d6ab267'],
 }

@@ -71,6 +71,9 @@ LESSONS: tuple[Lesson, ...] = (
     Lesson(13, "compile_and_mixed_precision", "torch.compile and mixed precision",
            "read what dynamo and Inductor make of an autocast region: casts, fusion, bits, saved bytes, "
            "compile time", True),
+    Lesson(14, "trainer_and_accelerate", "Trainer and Accelerate",
+           "see what `TrainingArguments(fp16=True)` and `Accelerator(mixed_precision=...)` do on your device, "
+           "read from the objects; a hand loop equal to the Trainer's bit for bit", True),
 )
 
 

@@ -19,3 +19,4 @@ from .fp8 import Fp8ScalingExplorer, fp8_scaling_explorer, scaling_errors  # les
 from .distributed import RankScaleExplorer, rank_scale_explorer, simulate_ranks  # lesson 11
 from .optim import RoundingExplorer, rounding_explorer, rounding_walk  # lesson 12
 from .compile import CastExplorer, cast_explorer, op_graph  # lesson 13
+from .hf import FlagExplorer, flag_explorer, flag_text  # lesson 14

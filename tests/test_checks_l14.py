@@ -1,0 +1,152 @@
+"""Lesson 14's graders: a loop equal to the real Trainer passes, each classic difference fails with
+its hint; ``what_runs`` must read the objects (the flag, or the device, is not enough)."""
+
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import pytest
+import torch
+from torch.utils.data import DataLoader, RandomSampler
+
+from amp_edu import hf
+from amp_edu.checks import l14
+from amp_edu.checks.core import CheckFailed
+from amp_edu.plans import l14 as plan
+
+transformers, _ = hf.load()
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
+
+
+def _loop(*, mean=False, decay_all=False, warmup=True, reseed=True, cache_off=True, clip=True, shuffle=False):
+    """The Trainer's loop (written apart from the solution's), with one classic difference switchable."""
+    def reproduce_trainer(model, dataset, plan, cfg):
+        model.to(plan.device)
+        if cache_off:
+            model.config.use_cache = False
+        if reseed:
+            transformers.set_seed(cfg["seed"])
+        no_decay = {id(p) for m in model.modules() if isinstance(m, torch.nn.LayerNorm) for p in m.parameters()}
+        no_decay |= {id(p) for n, p in model.named_parameters() if n.endswith("bias")}
+        params = list(model.parameters())
+        groups = ([{"params": params, "weight_decay": cfg["weight_decay"]}] if decay_all else
+                  [{"params": [p for p in params if id(p) not in no_decay], "weight_decay": cfg["weight_decay"]},
+                   {"params": [p for p in params if id(p) in no_decay], "weight_decay": 0.0}])
+        opt = torch.optim.AdamW(groups, lr=cfg["lr"], fused=True)
+        n, w = cfg["steps"], cfg["warmup_steps"] if warmup else 0
+        sched = transformers.get_linear_schedule_with_warmup(opt, w, n)
+        losses, epoch = [], 0
+        while len(losses) < n:
+            sampler = (None if shuffle else
+                       RandomSampler(dataset, generator=torch.Generator().manual_seed(cfg["seed"] + epoch)))
+            for batch in DataLoader(dataset, cfg["batch_size"], sampler=sampler, shuffle=shuffle or None,
+                                    collate_fn=transformers.default_data_collator):
+                if len(losses) == n:
+                    break
+                model.train()
+                kw = {} if mean else {"num_items_in_batch": batch["labels"].ne(-100).sum()}
+                with torch.autocast(plan.device, dtype=plan.dtype, enabled=plan.dtype is not None):
+                    loss = model(**batch, **kw).loss.float()
+                loss.backward()
+                if clip:
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), cfg["max_grad_norm"])
+                opt.step()
+                sched.step()
+                opt.zero_grad()
+                losses.append(loss.item())
+            epoch += 1
+        return losses
+    return reproduce_trainer
+
+
+def test_a_loop_equal_to_the_trainer_passes(capsys):
+    l14.check_reproduce_trainer(_loop())
+    assert "PASS reproduce_trainer" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("wrong, hint", [
+    (dict(mean=True), "mean over the predicted labels"),
+    (dict(reseed=False), "set_seed"),
+    (dict(shuffle=True), r"seed \+ epoch"),
+    (dict(decay_all=True), "0.0 for biases and LayerNorm"),
+    (dict(warmup=False), "warmup"),
+    (dict(clip=False), "clip_grad_norm_"),
+])
+def test_each_classic_difference_fails_with_its_hint(wrong, hint):
+    with pytest.raises(CheckFailed, match=hint):
+        l14.check_reproduce_trainer(_loop(**wrong))
+
+
+def test_unfinished_and_unreadable_answers():
+    def todo(model, dataset, plan, cfg):
+        raise NotImplementedError()
+    with pytest.raises(CheckFailed, match="not done yet"):
+        l14.check_reproduce_trainer(todo)
+
+    def no_losses(model, dataset, plan, cfg):
+        _loop()(model, dataset, plan, cfg)
+    with pytest.raises(CheckFailed, match="list of .* floats"):
+        l14.check_reproduce_trainer(no_losses)
+
+
+def test_the_forbidden_helpers_are_refused():
+    def cheat(model, dataset, plan, cfg):
+        from amp_edu.hf import hand_run
+        return hand_run(plan, hf.Sizes()).losses
+    with pytest.raises(CheckFailed, match="rules"):
+        l14.check_reproduce_trainer(cheat)
+
+
+def _from_objects(trainer):
+    acc = trainer.accelerator
+    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(acc.mixed_precision) if acc.native_amp else None
+    return {"autocast": dtype, "scaler": acc.scaler is not None}
+
+
+def test_what_runs_read_from_the_objects_passes(capsys):
+    l14.check_what_runs(_from_objects)
+    assert "PASS what_runs" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("wrong, hint", [
+    (lambda t: {"autocast": torch.float16 if t.args.fp16 else torch.bfloat16 if t.args.bf16 else None,
+                "scaler": bool(t.args.fp16)}, "fp16=True is a request"),
+    (lambda t: {"autocast": {"fp16": torch.float16, "bf16": torch.bfloat16}.get(t.accelerator.mixed_precision),
+                "scaler": t.accelerator.scaler is not None}, "fp16=True is a request"),
+    (lambda t: {"autocast": torch.bfloat16 if t.args.bf16 else None, "scaler": False},   # "a CPU never does fp16"
+     "native_amp=True and a scaler"),
+    (lambda t: {**_from_objects(t), "scaler": t.accelerator.mixed_precision == "fp16"}, "fp16=True is a request"),
+    (lambda t: {"autocast": "float16", "scaler": False}, "a torch dtype .* not a string"),
+    (lambda t: None, "return a dict"),
+])
+def test_answers_from_the_flag_or_from_memory_fail(wrong, hint):
+    with pytest.raises(CheckFailed, match=hint):
+        l14.check_what_runs(wrong)
+
+
+def test_bf16_autocast_off_is_caught():
+    def ignores_native_amp(t):
+        return {"autocast": {"fp16": torch.float16, "bf16": torch.bfloat16}.get(t.accelerator.mixed_precision)
+                if (t.accelerator.native_amp or t.args.bf16) else None, "scaler": t.accelerator.scaler is not None}
+    with pytest.raises(CheckFailed, match="native_amp=False means no autocast"):
+        l14.check_what_runs(ignores_native_amp)
+
+
+def test_the_reference_rule_agrees_with_the_objects():
+    for case in l14.what_runs_cases():
+        acc = plan.build_trainer(case).accelerator
+        p = hf.Plan.from_accelerator(acc)
+        assert l14.expected_what_runs(case) == {"autocast": p.dtype, "scaler": p.scaler}, case["label"]
+
+
+def test_cases_are_drawn_from_the_seed():
+    a, b = l14.reproduce_cases(0), l14.reproduce_cases(1)
+    assert a != b and a == l14.reproduce_cases(0)
+    assert all(c["cfg"]["seed"] == c["sizes"]["seed"] for c in a)
