@@ -202,7 +202,7 @@ ATTACKS = {   # name: (exercise file, notebook builder)
     "torch_cast": (EX01, lambda: before_checks(solved(EX01), TORCH_CAST)),
     "scaler_answer": (EX04, lambda: before_checks(solved(EX04), SCALER_ANSWER)),
     "private_amp": (EX04, lambda: before_checks(solved(EX04), PRIVATE_AMP)),
-    "remembered_table": (EX01, lambda: before_checks(solved(EX01), table_attack())),
+    "remembered_table": (EX01, lambda: before_checks(exercise(EX01), table_attack())),
     "print_pass_and_exit": (EX01, lambda: before_checks(exercise(EX01), EXIT_PASS)),
     "other_exercise": (EX01, lambda: solved(EX04)),         # a solved 04 handed in as 01
 }
@@ -248,7 +248,7 @@ def assert_every_attack_fails_or_is_flagged(result: dict) -> None:
                        "scaler_answer": "amp_edu.scaler", "private_amp": "torch._amp_"}.items():
         assert any(r["status"] == "fail" and words in r["detail"] for r in rows[who]), (who, rows[who])
     # values that could lie arrive as markers naming their type
-    for who, words in {"lying_float": "float subclass", "lying_str": "str subclass", "lying_numpy": "Yes",
+    for who, words in {"lying_float": "float subclass", "lying_str": "str subclass", "lying_numpy": "no numpy casts",
                        "lying_tensor": "torch.Tensor subclass"}.items():
         text = json.dumps(rows[who])
         assert words in text, (who, rows[who])

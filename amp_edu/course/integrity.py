@@ -189,7 +189,6 @@ class Guard:
         return json.dumps(out, sort_keys=True)
 
 
-_ABSENT = object()
 # Names the interactive machinery itself rebinds while cells run (IPython's display hook sets ``_``).
 _BUILTINS_THAT_CHANGE = frozenset({"_", "__", "___"})
 
@@ -218,11 +217,6 @@ def compare(base: dict, now: dict) -> list[str]:
         got = now.get(key)
         if owner(key) in swapped:
             continue                     # a module swapped whole: said once, not per function
-        if key.startswith("namespace "):
-            if got is not None and got.startswith("other"):
-                found.append(f"the notebook rebound `{key.split(' ', 1)[1]}` (to a {got.split(' ', 1)[1]}); "
-                             "checks run the course's own")
-            continue
         if got == was:
             continue
         if got is None:
@@ -233,9 +227,6 @@ def compare(base: dict, now: dict) -> list[str]:
             found.append(f"the notebook changed IPython's {key.split(' ', 1)[1]} (code is rewritten before it runs)")
         else:
             found.append(f"{key} was replaced")
-    for key in now.keys() - base.keys():
-        if key.startswith("namespace ") and now[key].startswith("other"):
-            found.append(f"the notebook rebound `{key.split(' ', 1)[1]}`; checks run the course's own")
     return sorted(dict.fromkeys(found))
 
 
