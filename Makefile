@@ -11,6 +11,8 @@
 #   make exercises                 regenerate exercises/ from solutions/
 #   make grade NB=FILE|FOLDER [ARGS="--jobs 2 --csv grades.csv"]   grade a notebook or a class
 #   make doctor / make bench       what this machine can do / the benchmark
+#   make gpu-check [GPU_CHECK_ARGS=--dry-run]   on a CUDA machine: every lesson under nbval and stored
+#                                  executed (build/gpu/notebooks), parity tests, bench, environment.json (<= 9 min)
 #   make site                      the course as a static website (build/site/html), every asset local
 #   make test-compat [COMPAT_TORCH=2.14.1]   the hosted-runtime install and the fast tier + lessons
 #                                  04 05 10 12 13 on another torch, in a second environment (several GB)
@@ -27,7 +29,7 @@ LAB_ARGS ?=
 # COURSE_JOBS=0 runs it in one process.
 COURSE_JOBS ?= 2
 
-.PHONY: install lab test test-fast test-course readme browser sandbox exercises grade doctor bench site test-compat clean
+.PHONY: install lab test test-fast test-course readme browser sandbox exercises grade doctor bench gpu-check site test-compat clean
 
 install: $(STAMP)
 
@@ -94,6 +96,11 @@ doctor: install
 
 bench: install
 	$(PY) -m amp_edu bench
+
+# The course's GPU outputs in one command (tools/gpu_check.py); without CUDA it says what it skips.
+GPU_CHECK_ARGS ?=
+gpu-check: install
+	$(PY) tools/gpu_check.py $(GPU_CHECK_ARGS)
 
 # The site from the stored notebooks (nothing executed); MathJax comes from npm once (build/vendor/).
 site: install

@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
 # The GPU checks to run on a lent device machine, in one go (see CONTRIBUTING.md, "Benchmarks").
+# For the course's GPU outputs (every lesson under nbval and stored executed, the parity tests, the bench
+# and build/gpu/environment.json, within 9 minutes) run `make gpu-check` (tools/gpu_check.py) instead;
+# this script adds the timing-method check and the full bench with its 300 s fallback.
 # Runs from the checkout with the machine's own torch:  PYTHONPATH=. bash tools/device_check.sh
 # Takes a few minutes on an H100/H200. Writes into ${OUT:-./device_out}:
 #   doctor.txt       what amp_edu detects (device, capability, flags)

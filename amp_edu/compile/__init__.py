@@ -8,6 +8,7 @@
 ``eager``       the eager side: one kernel per ATen op (casts included) and the bytes they move
 ``numerics``    bit-level comparison of two results: ulps apart, how many, where
 ``cost``        compile time against the per-step saving: steps to break even, noise-aware
+``guards``      why dynamo recompiled: the failed guards it logs, collected instead of printed
 ==============  ================================================================================
 
 >>> import torch
@@ -24,10 +25,11 @@ from .capture import (CAST_OPS, LOW_DTYPES, VIEW_OPS, Captured, capture, casts, 
                       node_dtype, op_name)
 from .cost import BreakEven, break_even
 from .eager import EagerCount, count_eager
+from .guards import recompile_reasons
 from .inductor import KINDS, Kernel, kernel_calls, kernel_kind, kernels, run_and_count, run_and_get_code
 from .numerics import UlpReport, compare_bits, ulp_distance
 
 __all__ = ["Captured", "capture", "casts", "dtype_rows", "low_precision_ops", "node_dtype", "op_name",
            "CAST_OPS", "VIEW_OPS", "LOW_DTYPES", "BreakEven", "break_even", "EagerCount", "count_eager",
            "Kernel", "KINDS", "kernels", "kernel_kind", "kernel_calls", "run_and_count", "run_and_get_code",
-           "UlpReport", "compare_bits", "ulp_distance"]
+           "UlpReport", "compare_bits", "ulp_distance", "recompile_reasons"]
