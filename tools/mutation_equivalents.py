@@ -234,23 +234,25 @@ def _first_nonfinite_inputs():
     return out
 
 
-def _stochastic_round_inputs():
-    """x: random float32 of every sign and size, their bf16 neighbours, ties, subnormals, the largest
-    finite float32 and bf16, ±inf, NaN; three generator seeds (the same stream for both)."""
+def _stochastic_round_fp16_inputs():
+    """x: random float32 over fp16's normal range (both signs), exact fp16 values, zeros, both ends of
+    the range; three generator seeds (the same stream for both)."""
     g = torch.Generator().manual_seed(12)
-    x = torch.cat([torch.randn(2000, generator=g) * 2.0 ** torch.randint(-40, 40, (2000,), generator=g),
-                   torch.tensor([0.0, -0.0, 1.0, 1.0 + 2.0 ** -8, 1.0 + 2.0 ** -9, -(1.0 + 2.0 ** -8), 1e-40, -1e-45,
-                                 3.4028234663852886e38, -3.4028234663852886e38, 3.3895313892515355e38,
-                                 math.inf, -math.inf, math.nan])])
+    mag = torch.exp2(torch.empty(4000).uniform_(-14, math.log2(65504.0), generator=g)).clamp(2.0 ** -14, 65504.0)
+    x = torch.cat([mag * torch.where(torch.rand(4000, generator=g) < 0.5, -1.0, 1.0), mag[:500].half().float(),
+                   torch.linspace(65472.0, 65504.0, 300), torch.linspace(2.0 ** -14, 2.0 ** -13, 300),
+                   torch.tensor([0.0, -0.0, 1.0, 1.0 + 2.0 ** -10, 1.0 + 2.0 ** -11, -65504.0, -(2.0 ** -14)])])
     return [((x.clone(), torch.Generator().manual_seed(k)), {}) for k in (0, 1, 2)]
 
 
 def _kahan_inputs():
-    """(p, comp, update): the grader's four bf16 weights with their first updates, the
-    double-rounding case, and bf16 extremes (largest finite, smallest normal and subnormal, -0.0)."""
+    """(p, comp, update): the grader's four bf16 and fp16 weights with their first updates, with buffers
+    in their own dtype and in float32, the double-rounding case, and bf16 extremes (largest finite,
+    smallest normal and subnormal, -0.0)."""
     from amp_edu.checks import l12
     params = l12._params()
-    cases = [((p.clone(), torch.zeros_like(p), u), {}) for p, u in zip(params, l12._updates(params, 1)[0])]
+    cases = [((p.clone(), torch.zeros_like(p, dtype=dt), u), {}) for dt in (None, torch.float32)
+             for p, u in zip(params, l12._updates(params, 1)[0])]
     p, c, u = l12._rounded_twice()
     cases.append(((p, c, u), {}))
     big = torch.tensor([3.3895313892515355e38, 1.1754943508222875e-38, 9.183549615799121e-41, -0.0, 1.0]).bfloat16()
@@ -486,36 +488,35 @@ CLAIMS: list[Claim] = [
             _first_nonfinite_inputs,
             (14, "drop condition", "t.is_floating_point() and (not torch.isfinite(t).all())",
              "not torch.isfinite(t).all()")),
-    *_group("12", "stochastic_round",
-            "the last step, .bfloat16() of the float32 result, rounds to nearest: adding 65535 instead of "
-            "65536 leaves 0xFFFF in the low bits just below the rounded-up value, which rounds up onto it -- "
-            "the same bf16, inf (from the largest float32) included. Input set: random float32 of every size "
-            "and sign, ties, subnormals, the extremes",
-            _stochastic_round_inputs,
-            (4, "constant", "65536", "65535")),
-    *_group("12", "stochastic_round",
+    *_group("12", "stochastic_round_fp16",
+            "the last step, .half() of the float32 pattern, rounds to nearest, and x lies in fp16's normal range "
+            "(the exercise's domain): a leftover lowest bit (-8191 for -8192) or an added 8191/8193 for 8192 moves "
+            "the float32 value by one float32 ulp, 2^-13 of an fp16 ulp, which rounds back onto the same fp16 "
+            "number (65504 included). Input set: random float32 over fp16's normal range, both signs, exact fp16 "
+            "values, zeros, both ends of the range",
+            _stochastic_round_fp16_inputs,
+            (2, "constant", "8192", "8191"), (4, "constant", "8192", "8193"), (4, "constant", "8192", "8191")),
+    *_group("12", "stochastic_round_fp16",
             "for a range below 2^32 torch.randint draws 32 random bits per value whatever the dtype, so int64 "
             "gives the same values as int32 from the same generator and leaves it in the same state; compared "
             "with the int32 low bits, int64 changes nothing. Input set: as above",
-            _stochastic_round_inputs,
-            (3, "drop keyword", "torch.randint(0, 1 << 16, x.shape, generator=generator, dtype=torch.int32)",
-             "torch.randint(0, 1 << 16, x.shape, generator=generator)")),
+            _stochastic_round_fp16_inputs,
+            (3, "drop keyword", "torch.randint(0, 1 << 13, x.shape, generator=generator, dtype=torch.int32)",
+             "torch.randint(0, 1 << 13, x.shape, generator=generator)")),
     *_group("12", "kahan_update_",
-            "p, comp and new_p are bf16 and the update is float32, so each of these sums already promotes its "
-            "bf16 operand to float32 exactly (a bf16 value is a float32 value): .float() on one operand, or "
-            ".bfloat16() on a bf16 tensor, changes nothing. Input set: the grader's weights and first update, "
-            "the double-rounding case, bf16 extremes",
+            "p and new_p are bf16 or fp16, comp is 16-bit or float32 and the update float32, so each of these "
+            "sums already promotes its 16-bit operand to float32 exactly (a bf16 or fp16 value is a float32 "
+            "value): .float() on one operand changes nothing. Input set: the grader's bf16 and fp16 weights with "
+            "their first updates and 16-bit and float32 buffers, the double-rounding case, bf16 extremes",
             _kahan_inputs,
-            (1, "dtype", "comp.float()", "comp.bfloat16()"), (1, "drop call", "comp.float()", "comp"),
-            (2, "dtype", "p.float()", "p.bfloat16()"), (2, "drop call", "p.float()", "p"),
-            (3, "dtype", "new_p.float()", "new_p.bfloat16()"), (3, "drop call", "new_p.float()", "new_p"),
-            (3, "dtype", "p.float()", "p.bfloat16()"), (3, "drop call", "p.float()", "p")),
+            (1, "drop call", "comp.float()", "comp"), (2, "drop call", "p.float()", "p"),
+            (3, "drop call", "new_p.float()", "new_p"), (3, "drop call", "p.float()", "p")),
     *_group("12", "kahan_update_",
-            "one operand in float64 makes that one sum or difference float64: it is exact there (two float32 "
-            "values differing in exponent by under 29 bits sum exactly in 53 bits; a wider gap leaves the "
-            "smaller far below half a float32 ulp either way), and the result reaches bf16 through float32 "
-            "(torch converts double to bf16 via float), so it is the correctly rounded float32 op, i.e. the "
-            "float32 op itself. Input set: as above",
+            "one operand in float64 makes that one sum or difference float64: it is exact there (a 16-bit value "
+            "and a float32 value differing in exponent by under 29 bits sum exactly in 53 bits; a wider gap leaves "
+            "the smaller far below half a float32 ulp either way), and the result reaches bf16, fp16 or float32 "
+            "through float32 (torch converts double to bf16 and fp16 via float), so it is the correctly rounded "
+            "float32 op, i.e. the float32 op itself. Input set: as above",
             _kahan_inputs,
             (2, "dtype", "p.float()", "p.double()"), (3, "dtype", "new_p.float()", "new_p.double()"),
             (3, "dtype", "p.float()", "p.double()")),

@@ -23,7 +23,7 @@ CHECKS = {
     'quantize_tensorwise': {'lesson': '10_fp8_training.ipynb', 'source': '# CHECK: quantize_tensorwise\ncheck_quantize_tensorwise(quantize_tensorwise)', 'module': 'amp_edu.checks.l10', 'function': 'check_quantize_tensorwise', 'args': 'quantize_tensorwise'},
     'delayed_update': {'lesson': '10_fp8_training.ipynb', 'source': '# CHECK: delayed_update\ncheck_delayed_update(delayed_update)', 'module': 'amp_edu.checks.l10', 'function': 'check_delayed_update', 'args': 'delayed_update'},
     'unscale_and_sync': {'lesson': '11_distributed_mixed_precision.ipynb', 'source': '# CHECK: unscale_and_sync\ncheck_unscale_and_sync(unscale_and_sync_)', 'module': 'amp_edu.checks.l11', 'function': 'check_unscale_and_sync', 'args': 'unscale_and_sync_'},
-    'stochastic_round': {'lesson': '12_optimizer_precision.ipynb', 'source': '# CHECK: stochastic_round\ncheck_stochastic_round(stochastic_round)', 'module': 'amp_edu.checks.l12', 'function': 'check_stochastic_round', 'args': 'stochastic_round'},
+    'stochastic_round': {'lesson': '12_optimizer_precision.ipynb', 'source': '# CHECK: stochastic_round\ncheck_stochastic_round(stochastic_round_fp16)', 'module': 'amp_edu.checks.l12', 'function': 'check_stochastic_round', 'args': 'stochastic_round_fp16'},
     'kahan': {'lesson': '12_optimizer_precision.ipynb', 'source': '# CHECK: kahan\ncheck_kahan(init_compensation, kahan_update_)', 'module': 'amp_edu.checks.l12', 'function': 'check_kahan', 'args': 'init_compensation, kahan_update_'},
     'low_precision_ops': {'lesson': '13_compile_and_mixed_precision.ipynb', 'source': '# CHECK: low_precision_ops\nl13.check_low_precision_ops(low_precision_ops)', 'module': 'amp_edu.checks.l13', 'function': 'check_low_precision_ops', 'args': 'low_precision_ops'},
     'kernel_kinds': {'lesson': '13_compile_and_mixed_precision.ipynb', 'source': '# CHECK: kernel_kinds\nl13.check_kernel_kinds(kernel_kinds)', 'module': 'amp_edu.checks.l13', 'function': 'check_kernel_kinds', 'args': 'kernel_kinds'},
@@ -44,7 +44,7 @@ GIVEN = {
     '09_debugging.ipynb': ['7bc352ce9238c690', 'da3bd1c727c41721', 'f6ef27fcd6413444'],
     '10_fp8_training.ipynb': ['1b6c9571e3aa61b8', '379937c40a580305', 'efd03996e4bc0c58'],
     '11_distributed_mixed_precision.ipynb': ['24eccc6539d93381', 'be3f96bf96e6eafb', 'e56b3b829bb86b30'],
-    '12_optimizer_precision.ipynb': ['8435104e102c1e44', '94d5d75bcee53e83', 'f10c8af24680d245'],
+    '12_optimizer_precision.ipynb': ['3db7b78c9e1e8a1a', 'b72bcf38a16e60f8', 'ea84c68af5108e57'],
     '13_compile_and_mixed_precision.ipynb': ['1ba0b0d01164db40', '6ccd72eea9f0f784', '77f8b7cd44136512', '7928d433b912936b', '90067208395d1414', '996c7dac09133169'],
     '14_trainer_and_accelerate.ipynb': ['1686e809bcfcc9a1', '47048759b242895b', '8110e6850891bbaa', '8181008e3d6ab267'],
 }

@@ -11,10 +11,11 @@ decides where the precision goes:
   values in [-1, 1] (signed, for the first moment) or [0, 1] (unsigned, for the second).
   torchao builds it with bitsandbytes' ``create_dynamic_map`` minus the zero padding
   (``torchao/optim/quant_utils.py`` lines 11-61); this module writes the same construction.
-* :func:`linear_map` — 16 evenly spaced values 1/16, 2/16, ..., 1 (no zero): the 4-bit second
-  moment of Li et al. 2023 ("Memory Efficient Optimizers with 4-bit States", arXiv:2309.01507),
-  which torchao's ``AdamW4bit`` uses (``subclass_4bit.py`` lines 26-41). Zero is left out on
-  purpose: a second moment quantized to 0 would divide the update by eps alone.
+* :func:`linear_map` — 16 evenly spaced values 1/16, 2/16, ..., 1 (no zero): the map of the
+  4-bit second moment in torchao's ``AdamW4bit`` (``subclass_4bit.py`` lines 26-41), after Li et
+  al. 2023 ("Memory Efficient Optimizers with 4-bit States", arXiv:2309.01507) — who normalise
+  the second moment rank-1 (per row and column), where torchao scales blocks of 128 values. Zero
+  is left out on purpose: a second moment quantized to 0 would divide the update by eps alone.
 * the 4-bit first moment uses :func:`dynamic_map` with 3 exponent bits and 4 bits in total.
 
 fp8 states (``AdamWFp8``) need no map: the code is the e4m3 number itself.
