@@ -157,11 +157,10 @@ def daemons() -> list[psutil.Process]:
     return [p for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"] == ["sleep", DAEMON]]
 
 
-TAMPERED = {"rebind": "rebound `check_decode`",
-            "patch_module": "amp_edu.checks.l01.check_decode was replaced",
-            "patch_code": "amp_edu.checks.l01.check_decode was replaced",
-            "patch_core": "amp_edu.checks.core.same was replaced",
-            "fake_module": "sys.modules['amp_edu.checks.l01'] was replaced",
+TAMPERED = {"patch_module": "assigns l01.check_decode",
+            "patch_code": "assigns l01.check_decode.__code__",
+            "patch_core": "import amp_edu.checks.core",
+            "fake_module": "sys.modules (reading frames or rewiring imports)",
             "transformer": "input_transformers_cleanup",
             "builtins": "builtins.isinstance was replaced",
             "torch": "torch.equal was replaced"}
@@ -177,8 +176,12 @@ def assert_attacks(by: dict, pre: str) -> None:
     assert statuses(dele) == {"decode": "error", "fp16_fate": "error"}     # the learner's own CHECK: no row
     assert all("is missing from this notebook" in c.detail for c in dele.checks)
     assert any("`# CHECK: mine` is not one of this exercise's checks; run as ordinary code" in n for n in dele.notes)
-    for who in ("env", "classmates"):        # found nothing to copy: graded on its own (unsolved) answers
+    # rebinding a check name changes nothing (the grader runs the course's plan, the judge decides):
+    # graded on its own (unsolved) answers, as are the two that found nothing to copy
+    for who in ("rebind", "env"):
         assert statuses(by[f"{pre}_{who}"]) == {"decode": "fail", "fp16_fate": "fail"}, who
+    mates = by[f"{pre}_classmates"]                # it execs the code it read: flagged, found or not
+    assert set(statuses(mates).values()) == {"tampered"} and "exec() of code built at run time" in mates.checks[0].detail
     daemon = by[f"{pre}_daemon"]
     assert statuses(daemon) == {"decode": "pass", "fp16_fate": "pass"}
     assert any(f"sleep {DAEMON}" in n for n in daemon.notes), daemon.notes

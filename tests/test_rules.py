@@ -74,3 +74,16 @@ def test_bad_rules_are_refused():
     with pytest.raises(TypeError, match="tuple of strings"):
         Rule("amp_edu.optim", ["stochastic_round"])
     assert all(isinstance(r, Rule) for r in GRADER_RULES)
+
+
+def test_the_checks_module_allows_the_exercises_names_but_not_writes_or_private_names():
+    names = ("l01", "l06", "check_*", "run_ranks")
+    assert grader_internals([("c", "from amp_edu.checks.l01 import check_decode, check_fp16_fate")], names) == []
+    assert grader_internals([("c", "from amp_edu.checks import l06\nl06.check_arithmetic_intensity(f)")], names) == []
+    for code, what in [("import amp_edu.checks.l01 as l\nl._reference_decode", "_reference_decode"),
+                       ("from amp_edu.checks.l01 import _all_values", "_all_values"),
+                       ("import amp_edu.checks.core", "amp_edu.checks.core"),
+                       ("import amp_edu.checks.l01 as l\nl.check_decode = print", "assigns l.check_decode"),
+                       ("from amp_edu.checks import l01\nsetattr(l01, 'check_decode', 1)", "setattr on l01")]:
+        found = grader_internals([("c", code)], names)
+        assert found and what in found[0], (code, found)

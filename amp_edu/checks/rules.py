@@ -113,7 +113,33 @@ class _Scan(ast.NodeVisitor):
             self._use(self._resolve(dotted), dotted)
         self.generic_visit(node)
 
+    def _writes(self, target, how: str) -> None:
+        """An assignment to an attribute of a forbidden module (``l01.check_decode = ...``) is a use
+        even of an allowed name: it rewires the module instead of calling it."""
+        dotted = _dotted(target)
+        if dotted is not None and "." in dotted and not self.rule.names:
+            full = self._resolve(dotted)
+            if self.rule.covers(full.rpartition(".")[0]) or self.rule.covers(full) and full != self.rule.module:
+                self.found.append(f"{how} {dotted.removesuffix('._')}")
+
+    def visit_Assign(self, node):
+        for t in node.targets:
+            for el in (t.elts if isinstance(t, (ast.Tuple, ast.List)) else [t]):
+                self._writes(el, "assigns")
+        self.generic_visit(node)
+
+    def visit_AugAssign(self, node):
+        self._writes(node.target, "assigns")
+        self.generic_visit(node)
+
+    def visit_Delete(self, node):
+        for t in node.targets:
+            self._writes(t, "deletes")
+        self.generic_visit(node)
+
     def visit_Call(self, node):
+        if isinstance(node.func, ast.Name) and node.func.id in ("setattr", "delattr") and node.args:
+            self._writes(ast.Attribute(value=node.args[0], attr="_"), node.func.id + " on")
         if isinstance(node.func, ast.Name) and node.func.id == "getattr" and len(node.args) >= 2 \
                 and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str):
             target = _dotted(node.args[0])
