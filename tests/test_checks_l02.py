@@ -6,6 +6,7 @@ import torch
 from amp_edu.checks import l02
 from amp_edu.checks.core import CheckFailed
 from amp_edu.plans import byvalue
+from checkhelp import run_seed, assert_drawn_and_passing, AlwaysEqual, LyingTensor  # noqa: E402  (tests/ is on sys.path)
 
 
 def ref_fraction(grads, scale):
@@ -98,45 +99,18 @@ def test_wrong_lost_updates_fail(wrong, hint):
 
 
 # --- the check in three parts: drawn cases, answers by value ------------------------------------
-def run_seed(check, fn, seed):
-    """What the class grader does with seed ``seed``: the plan on by-value cases, the verdict on
-    the by-value result."""
-    cases = check.cases(seed)
-    sent = {"learner": [{"callable": True, "type": "function"}],
-            "result": check.plan(byvalue.roundtrip(cases), fn)}
-    return check.verdict(cases, byvalue.roundtrip(sent))
 
 
 @pytest.mark.parametrize("check, fn", [(l02.check_underflow_fraction, ref_fraction),
                                        (l02.check_lost_updates, ref_lost)], ids=["underflow", "lost"])
 def test_drawn_cases_differ_by_seed_and_the_reference_passes_for_each(check, fn):
-    assert byvalue.dumps(check.cases(1)) != byvalue.dumps(check.cases(2))
-    assert byvalue.dumps(check.cases(5)) == byvalue.dumps(check.cases(5))
-    for seed in (0, 1, 2, 12345):
-        assert run_seed(check, fn, seed).startswith(f"PASS {check.name}: ")
+    assert_drawn_and_passing(check, fn)
 
 
 def test_the_pass_line_is_returned_and_counts_every_case(capsys):
     line = l02.check_underflow_fraction(ref_fraction)
     assert line == f"PASS underflow_fraction: {len(l02.check_underflow_fraction.cases(0))} cases"
     assert l02.check_lost_updates(ref_lost) == f"PASS lost_updates: {len(l02.check_lost_updates.cases(0))} cases"
-
-
-class AlwaysEqual(float):
-    def __eq__(self, other):
-        return True
-
-    __hash__ = float.__hash__
-
-
-class LyingTensor(torch.Tensor):
-    """A tensor subclass that says it equals anything."""
-
-    @classmethod
-    def __torch_function__(cls, func, types, args=(), kwargs=None):
-        if func in (torch.equal, torch.allclose):
-            return True
-        return super().__torch_function__(func, types, args, kwargs or {})
 
 
 def test_a_lying_float_fails():

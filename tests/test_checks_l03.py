@@ -8,6 +8,7 @@ import torch
 from amp_edu.checks import l03
 from amp_edu.checks.core import CheckFailed
 from amp_edu.plans import byvalue
+from checkhelp import run_seed, assert_drawn_and_passing, AlwaysEqual, LyingTensor  # noqa: E402  (tests/ is on sys.path)
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -171,22 +172,12 @@ def test_swapped_loss_arguments_fail_on_the_asymmetric_loss():
 
 
 # --- the check in three parts: drawn cases, answers by value ------------------------------------
-def run_seed(check, fn, seed):
-    """What the class grader does with seed ``seed``: the plan on by-value cases, the verdict on
-    the by-value result."""
-    cases = check.cases(seed)
-    sent = {"learner": [{"callable": True, "type": "function"}],
-            "result": check.plan(byvalue.roundtrip(cases), fn)}
-    return check.verdict(cases, byvalue.roundtrip(sent))
 
 
 @pytest.mark.parametrize("check, fn", [(l03.check_choose_scale, ref_scale), (l03.check_scaled_step, make_step())],
                          ids=["choose_scale", "scaled_step"])
 def test_drawn_cases_differ_by_seed_and_the_reference_passes_for_each(check, fn):
-    assert byvalue.dumps(check.cases(1)) != byvalue.dumps(check.cases(2))
-    assert byvalue.dumps(check.cases(5)) == byvalue.dumps(check.cases(5))
-    for seed in (0, 1, 2, 12345):
-        assert run_seed(check, fn, seed).startswith(f"PASS {check.name}: ")
+    assert_drawn_and_passing(check, fn)
 
 
 def test_the_pass_lines_are_returned():
@@ -201,23 +192,6 @@ def test_drawn_scale_cases_sit_on_a_boundary_every_other_time():
     on_edge = [max(float(g.abs().max()) for g in grads) * l03.reference_choose_scale(grads) == 65504.0
                for (grads,) in drawn]
     assert on_edge[1::2] == [True] * (len(drawn) // 2)
-
-
-class AlwaysEqual(float):
-    def __eq__(self, other):
-        return True
-
-    __hash__ = float.__hash__
-
-
-class LyingTensor(torch.Tensor):
-    """A tensor subclass that says it equals anything."""
-
-    @classmethod
-    def __torch_function__(cls, func, types, args=(), kwargs=None):
-        if func in (torch.equal, torch.allclose):
-            return True
-        return super().__torch_function__(func, types, args, kwargs or {})
 
 
 def test_a_lying_float_fails_even_holding_the_right_value():

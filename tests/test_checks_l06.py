@@ -5,6 +5,7 @@ import pytest
 from amp_edu.checks import l06
 from amp_edu.checks.core import CheckFailed
 from amp_edu.plans import byvalue
+from checkhelp import run_seed, assert_drawn_and_passing, AlwaysEqual  # noqa: E402  (tests/ is on sys.path)
 
 
 def ai(m, k, n, dtype):
@@ -66,22 +67,12 @@ def test_bound_wrong_at_the_ridge_itself_fails(wrong, hint):
 
 
 # --- the check in three parts: drawn cases, answers by value ------------------------------------
-def run_seed(check, fn, seed):
-    """What the class grader does with seed ``seed``: the plan on by-value cases, the verdict on
-    the by-value result."""
-    cases = check.cases(seed)
-    sent = {"learner": [{"callable": True, "type": "function"}],
-            "result": check.plan(byvalue.roundtrip(cases), fn)}
-    return check.verdict(cases, byvalue.roundtrip(sent))
 
 
 @pytest.mark.parametrize("check, fn", [(l06.check_arithmetic_intensity, ai), (l06.check_predict_bound, bound)],
                          ids=["intensity", "bound"])
 def test_drawn_cases_differ_by_seed_and_the_reference_passes_for_each(check, fn):
-    assert byvalue.dumps(check.cases(1)) != byvalue.dumps(check.cases(2))
-    assert byvalue.dumps(check.cases(5)) == byvalue.dumps(check.cases(5))
-    for seed in (0, 1, 2, 12345):
-        assert run_seed(check, fn, seed).startswith(f"PASS {check.name}: ")
+    assert_drawn_and_passing(check, fn)
 
 
 def test_the_pass_lines_are_returned():
@@ -93,13 +84,6 @@ def test_the_pass_lines_are_returned():
 def test_drawn_bound_cases_fall_on_both_sides_of_the_ridge():
     got = {l06._reference_bound(*c) for seed in range(3) for c in l06._drawn_near_ridge(seed)}
     assert got == {"memory", "compute"}
-
-
-class AlwaysEqual(float):
-    def __eq__(self, other):
-        return True
-
-    __hash__ = float.__hash__
 
 
 class Anything(str):
