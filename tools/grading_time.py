@@ -3,12 +3,13 @@
     .venv/bin/python tools/grading_time.py --old /tmp/amp_old [--class-size 40] [--jobs 2] [--rounds 1]
 
 ``--old`` is a checkout of the course at an earlier commit (``git worktree add /tmp/amp_old
-<commit>``), graded with its own package; the new one is this checkout. The class is
-``--class-size`` notebooks: every exercise of the course in turn, solved (what a class that did the
-work hands in), each in a learner's folder. Both graders grade the same files with the same
-``--jobs``, in alternating order (old, new, new, old, ... for ``--rounds``), at smoke sizes, and
-the tool prints each run's wall time, seconds per notebook, and the ratio new/old per round. A
-timing from a busy machine (load above the number of cores during the run) says so.
+<commit>``), graded with its own package; the new one is this checkout. Each grader grades a class
+of ``--class-size`` notebooks made from its own checkout: the exercises both have, in turn, solved
+with that checkout's solutions (what a class that did the work hands in), each in a learner's
+folder. Both run with the same ``--jobs``, in alternating order (old, new, new, old, ... for
+``--rounds``), at smoke sizes, and the tool prints each run's wall time, seconds per notebook, and
+the ratio new/old per round. A timing from a busy machine (load above the number of cores during
+the run) says so.
 """
 
 from __future__ import annotations
@@ -36,14 +37,14 @@ def solved(exercise: Path, solution: Path):
     return nb
 
 
-def make_class(checkout: Path, dest: Path, size: int) -> list[str]:
-    names = sorted(p.name for p in (checkout / "exercises").glob("*.ipynb"))
+def make_class(checkout: Path, dest: Path, size: int, names: list[str]) -> Path:
+    """``size`` learners' folders under ``dest``, each with one of ``names`` solved, in turn."""
     for k in range(size):
         name = names[k % len(names)]
         folder = dest / f"learner{k:02d}"
         folder.mkdir(parents=True)
         nbformat.write(solved(checkout / "exercises" / name, checkout / "solutions" / name), folder / name)
-    return names
+    return dest
 
 
 def grade(checkout: Path, klass: Path, jobs: int, out: Path) -> tuple[float, dict]:
@@ -68,8 +69,10 @@ def main() -> int:
     if not (args.old / "amp_edu" / "course" / "classgrade.py").is_file():
         raise SystemExit(f"--old {args.old}: not a checkout of the course")
     with tempfile.TemporaryDirectory(prefix="amp_edu_timing_") as tmp:
-        klass = Path(tmp) / "class"
-        names = make_class(ROOT, klass, args.class_size)
+        names = sorted({p.name for p in (ROOT / "exercises").glob("*.ipynb")}
+                       & {p.name for p in (args.old / "exercises").glob("*.ipynb")})
+        klass = {label: make_class(checkout, Path(tmp) / label, args.class_size, names)
+                 for label, checkout in (("old", args.old), ("new", ROOT))}
         print(f"{args.class_size} notebooks ({len(names)} exercises in turn), --jobs {args.jobs}, smoke sizes, "
               f"{os.cpu_count()} cores")
         for r in range(args.rounds):
@@ -77,7 +80,7 @@ def main() -> int:
             times = {}
             for label, checkout in order:
                 load0 = os.getloadavg()[0]
-                seconds, info = grade(checkout, klass, args.jobs, Path(tmp) / f"{label}{r}.json")
+                seconds, info = grade(checkout, klass[label], args.jobs, Path(tmp) / f"{label}{r}.json")
                 load = max(load0, os.getloadavg()[0])
                 busy = f"  BUSY machine (load {load:.1f} > {os.cpu_count()} cores): concludes nothing" \
                     if load > os.cpu_count() else f"  (load {load:.1f})"
