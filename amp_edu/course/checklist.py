@@ -46,5 +46,5 @@ GIVEN = {
     '11_distributed_mixed_precision.ipynb': ['24eccc6539d93381', 'be3f96bf96e6eafb', 'e56b3b829bb86b30'],
     '12_optimizer_precision.ipynb': ['3db7b78c9e1e8a1a', 'b72bcf38a16e60f8', 'ea84c68af5108e57'],
     '13_compile_and_mixed_precision.ipynb': ['1ba0b0d01164db40', '6ccd72eea9f0f784', '77f8b7cd44136512', '7928d433b912936b', '90067208395d1414', '996c7dac09133169'],
-    '14_trainer_and_accelerate.ipynb': ['1686e809bcfcc9a1', '47048759b242895b', '8110e6850891bbaa', '8181008e3d6ab267'],
+    '14_trainer_and_accelerate.ipynb': ['1686e809bcfcc9a1', '47048759b242895b', '8181008e3d6ab267', 'fe35c326ded01922'],
 }
