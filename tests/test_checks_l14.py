@@ -25,7 +25,8 @@ def _one_thread():
     torch.set_num_threads(old)
 
 
-def _loop(*, mean=False, decay_all=False, warmup=True, reseed=True, cache_off=True, clip=True, shuffle=False):
+def _loop(*, mean=False, decay_all=False, warmup=True, reseed=True, cache_off=True, clip=True, shuffle=False,
+          scaled=True):
     """The Trainer's loop (written apart from the solution's), with one classic difference switchable."""
     def reproduce_trainer(model, dataset, plan, cfg):
         model.to(plan.device)
@@ -42,6 +43,7 @@ def _loop(*, mean=False, decay_all=False, warmup=True, reseed=True, cache_off=Tr
         opt = torch.optim.AdamW(groups, lr=cfg["lr"], fused=True)
         n, w = cfg["steps"], cfg["warmup_steps"] if warmup else 0
         sched = transformers.get_linear_schedule_with_warmup(opt, w, n)
+        scaler = torch.amp.GradScaler(plan.device) if plan.scaler and scaled else None
         losses, epoch = [], 0
         while len(losses) < n:
             sampler = (None if shuffle else
@@ -54,10 +56,16 @@ def _loop(*, mean=False, decay_all=False, warmup=True, reseed=True, cache_off=Tr
                 kw = {} if mean else {"num_items_in_batch": batch["labels"].ne(-100).sum()}
                 with torch.autocast(plan.device, dtype=plan.dtype, enabled=plan.dtype is not None):
                     loss = model(**batch, **kw).loss.float()
-                loss.backward()
+                (scaler.scale(loss) if scaler else loss).backward()
+                if scaler:
+                    scaler.unscale_(opt)
                 if clip:
                     torch.nn.utils.clip_grad_norm_(model.parameters(), cfg["max_grad_norm"])
-                opt.step()
+                if scaler:
+                    scaler.step(opt)
+                    scaler.update()
+                else:
+                    opt.step()
                 sched.step()
                 opt.zero_grad()
                 losses.append(loss.item())
@@ -82,6 +90,11 @@ def test_a_loop_equal_to_the_trainer_passes(capsys):
 def test_each_classic_difference_fails_with_its_hint(wrong, hint):
     with pytest.raises(CheckFailed, match=hint):
         l14.check_reproduce_trainer(_loop(**wrong))
+
+
+def test_a_loop_without_the_plans_scaler_fails_on_the_gpu_path_run():
+    with pytest.raises(CheckFailed, match="fp16 as on a GPU"):
+        l14.check_reproduce_trainer(_loop(scaled=False))
 
 
 def test_unfinished_and_unreadable_answers():

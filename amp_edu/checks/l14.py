@@ -35,16 +35,22 @@ _SIZES = dict(batch_size=8, block_size=8, stride=24, n_layer=1, n_embd=16, n_hea
 
 
 def reproduce_cases(seed: int = SELF_CHECK_SEED) -> list[dict]:
-    """Two Trainer runs, described: fp32 with weight decay, warmup and tight clipping over more
-    than one epoch; bf16 autocast with the defaults. Seeds drawn from ``seed``."""
+    """Three Trainer runs, described: fp32 with weight decay, warmup and tight clipping over more
+    than one epoch; bf16 autocast with the defaults; fp16 on accelerate's GPU path (autocast fp16
+    and a GradScaler, set on this CPU as accelerate sets them on a GPU), so the scaler's branch of
+    the loop is graded too. Seeds drawn from ``seed``."""
     g = torch.Generator().manual_seed(seed)
-    s = [int(v) for v in torch.randint(0, 10_000, (2,), generator=g)]
+    s = [int(v) for v in torch.randint(0, 10_000, (3,), generator=g)]
     out = []
     for label, setting, steps, seed_, lr, wd, warm, clip in (("fp32", "fp32", 7, s[0], 2e-3, 0.1, 2, 0.5),
-                                                            ("bf16", "bf16", 4, s[1], 1e-3, 0.0, 0, 1.0)):
-        out.append({"label": label, "setting": setting, "sizes": {**_SIZES, "steps": steps, "seed": seed_, "lr": lr},
-                    "cfg": {"lr": lr, "steps": steps, "batch_size": _SIZES["batch_size"], "seed": seed_,
-                            "weight_decay": wd, "warmup_steps": warm, "max_grad_norm": clip}})
+                                                            ("bf16", "bf16", 4, s[1], 1e-3, 0.0, 0, 1.0),
+                                                            ("fp16 as on a GPU", "fp16", 5, s[2], 2e-3, 0.1, 1, 0.5)):
+        case = {"label": label, "setting": setting, "sizes": {**_SIZES, "steps": steps, "seed": seed_, "lr": lr},
+                "cfg": {"lr": lr, "steps": steps, "batch_size": _SIZES["batch_size"], "seed": seed_,
+                        "weight_decay": wd, "warmup_steps": warm, "max_grad_norm": clip}}
+        if setting == "fp16":
+            case["gpu_path"] = True          # accelerate's GPU attributes: autocast fp16 and a GradScaler
+        out.append(case)
     return out
 
 
@@ -53,7 +59,8 @@ def _trainer_reference(case):
     c = case["cfg"]
     with num_threads(1):
         return hf.trainer_run(case["setting"], hf.Sizes(**case["sizes"]), use_cpu=True, weight_decay=c["weight_decay"],
-                              warmup_steps=c["warmup_steps"], max_grad_norm=c["max_grad_norm"])
+                              warmup_steps=c["warmup_steps"], max_grad_norm=c["max_grad_norm"],
+                              gpu_path=bool(case.get("gpu_path")))
 
 
 _FIRST = ("the first loss depends only on the batch, the dropout masks and the normalisation: the loss is "

@@ -29,7 +29,7 @@ def reproduce(cases, reproduce_trainer) -> list[dict]:
             sizes = hf.Sizes(**case["sizes"])
             model = hf.tiny_gpt2(sizes)
             dataset = hf.zen_lm_dataset(sizes.block_size, sizes.stride)
-            plan = hf.plan_for(case["setting"], "cpu")
+            plan = hf.Plan("cpu", torch.float16, True) if case.get("gpu_path") else hf.plan_for(case["setting"], "cpu")
             outcome = call(reproduce_trainer, model, dataset, plan, dict(case["cfg"]))
             weights = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
             out.append({"outcome": outcome, "weights": weights})
