@@ -7,9 +7,8 @@ import sys
 import textwrap
 
 import pytest
-import torch
 
-from amp_edu.checks import core, l01, l04
+from amp_edu.checks import l01, l04
 from amp_edu.course import judge, kernelpackage
 from amp_edu.plans import byvalue, runner
 
