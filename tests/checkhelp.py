@@ -1,6 +1,6 @@
 """What the checks' tests share: the class grader's path in one process, and values that lie.
 
-:func:`run_seed` does what the class grader does with one seed — the plan on by-value cases, the
+:func:`verdict` does what the class grader does with one seed — the plan on by-value cases, the
 verdict on the by-value result — without a kernel; :func:`assert_drawn_and_passing` is the test
 every check gets (two seeds draw different cases, one seed always the same, the reference passes
 for several). :class:`AlwaysEqual` and :class:`LyingTensor` are the answers a learner could make
@@ -16,19 +16,21 @@ from amp_edu.plans import byvalue
 SEEDS = (0, 1, 2, 12345)
 
 
-def run_seed(check, fn, seed: int) -> str:
-    """The pass line (or :class:`~amp_edu.checks.core.CheckFailed`) for learner ``fn`` under ``seed``."""
+def verdict(check, seed: int, *fns) -> str:
+    """The pass line (or :class:`~amp_edu.checks.core.CheckFailed`) for the learner's ``fns`` under
+    ``seed``: the plan on a by-value copy of the cases, the judge on another copy and the by-value
+    result, as the class grader reaches it."""
     cases = check.cases(seed)
-    sent = {"learner": [{"callable": True, "type": "function"}],
-            "result": check.plan(byvalue.roundtrip(cases), fn)}
-    return check.verdict(cases, byvalue.roundtrip(sent))
+    sent = {"learner": [{"callable": True, "type": "function"} for _ in fns],
+            "result": check.plan(byvalue.roundtrip(cases), *fns)}
+    return check.verdict(byvalue.roundtrip(cases), byvalue.roundtrip(sent))
 
 
 def assert_drawn_and_passing(check, fn) -> None:
     assert byvalue.dumps(check.cases(1)) != byvalue.dumps(check.cases(2))
     assert byvalue.dumps(check.cases(5)) == byvalue.dumps(check.cases(5))
     for seed in SEEDS:
-        assert run_seed(check, fn, seed).startswith(f"PASS {check.name}: ")
+        assert verdict(check, seed, fn).startswith(f"PASS {check.name}: ")
 
 
 class AlwaysEqual(float):

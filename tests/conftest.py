@@ -38,6 +38,16 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture
+def one_thread():
+    """torch on one thread for the test, restored after: tiny models run faster without thread
+    start-up costs, and a busy machine disturbs them less (``pytest.mark.usefixtures("one_thread")``)."""
+    from amp_edu.device import num_threads
+
+    with num_threads(1):
+        yield
+
+
+@pytest.fixture
 def root() -> Path:
     return ROOT
 

@@ -5,8 +5,7 @@ import torch
 
 from amp_edu.checks import l02
 from amp_edu.checks.core import CheckFailed
-from amp_edu.plans import byvalue
-from checkhelp import run_seed, assert_drawn_and_passing, AlwaysEqual, LyingTensor  # noqa: E402  (tests/ is on sys.path)
+from checkhelp import assert_drawn_and_passing, AlwaysEqual, LyingTensor, verdict  # noqa: E402  (tests/ is on sys.path)
 
 
 def ref_fraction(grads, scale):
@@ -146,10 +145,10 @@ def test_answers_replayed_from_the_self_check_seed_fail_on_another_seed():
 
     def replay(grads, scale):
         return answers[next(calls)]
-    assert run_seed(l02.check_underflow_fraction, replay, 0).startswith("PASS")
+    assert verdict(l02.check_underflow_fraction, 0, replay).startswith("PASS")
     calls = iter(range(10 ** 6))
     with pytest.raises(CheckFailed, match="FAIL underflow_fraction"):
-        run_seed(l02.check_underflow_fraction, replay, 1)
+        verdict(l02.check_underflow_fraction, 1, replay)
 
 
 def test_changing_the_gradients_in_place_fails():

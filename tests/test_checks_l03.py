@@ -8,7 +8,7 @@ import torch
 from amp_edu.checks import l03
 from amp_edu.checks.core import CheckFailed
 from amp_edu.plans import byvalue
-from checkhelp import run_seed, assert_drawn_and_passing, AlwaysEqual, LyingTensor  # noqa: E402  (tests/ is on sys.path)
+from checkhelp import assert_drawn_and_passing, AlwaysEqual, LyingTensor, verdict  # noqa: E402  (tests/ is on sys.path)
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -205,10 +205,10 @@ def test_answers_replayed_from_the_self_check_seed_fail_on_another_seed():
 
     def replay(grads):
         return answers[next(calls)]
-    assert run_seed(l03.check_choose_scale, replay, 0).startswith("PASS")
+    assert verdict(l03.check_choose_scale, 0, replay).startswith("PASS")
     calls = iter(range(10 ** 6))
     with pytest.raises(CheckFailed, match="FAIL choose_scale"):
-        run_seed(l03.check_choose_scale, replay, 1)
+        verdict(l03.check_choose_scale, 1, replay)
 
 
 def test_changing_the_gradients_in_place_fails():
@@ -259,6 +259,6 @@ def test_a_step_fitted_to_the_self_check_seed_fails_on_another_seed():
 
     def fitted(model, master, optimizer, loss_fn, x, y, scale):
         return step(model, master, optimizer, loss_fn, x, y, scale) if byvalue.dumps(x) in known else True
-    assert run_seed(l03.check_scaled_step, fitted, 0).startswith("PASS")
+    assert verdict(l03.check_scaled_step, 0, fitted).startswith("PASS")
     with pytest.raises(CheckFailed, match="a model drawn from seed"):
-        run_seed(l03.check_scaled_step, fitted, 1)
+        verdict(l03.check_scaled_step, 1, fitted)

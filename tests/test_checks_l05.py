@@ -6,6 +6,7 @@ import torch
 from amp_edu.autocast.policy import BCE_BANNED_MESSAGE, POLICIES, decide, kind_of
 from amp_edu.checks import l05
 from amp_edu.checks.core import CheckFailed
+from checkhelp import verdict  # noqa: E402  (tests/ is on sys.path)
 
 BF16, FP32, FP64 = torch.bfloat16, torch.float32, torch.float64
 
@@ -197,15 +198,6 @@ def test_wrong_cache_fails(wrong, where, hint):
 
 
 # --- the by-value design: drawn cases, answers that lie -------------------------------------
-from amp_edu.plans import byvalue  # noqa: E402
-
-
-def verdict(check, fn, seed):
-    """The pass line for ``fn`` on ``check``'s cases drawn from ``seed``, through the by-value wire."""
-    cases = check.cases(seed)
-    result = check.plan(byvalue.roundtrip(cases), fn)
-    sent = byvalue.roundtrip({"learner": [{"callable": True, "type": "function"}], "result": result})
-    return check.verdict(byvalue.roundtrip(cases), sent)
 
 
 def _tensors(obj):
@@ -224,7 +216,7 @@ def _tensors(obj):
 def test_drawn_cases_differ_by_seed_and_the_reference_passes_for_several(check, answer):
     assert _tensors(check.cases(1)) != _tensors(check.cases(2))
     for seed in (0, 1, 2):
-        assert verdict(check, answer, seed).startswith(f"PASS {check.name}")
+        assert verdict(check, seed, answer).startswith(f"PASS {check.name}")
 
 
 def test_drawn_eligibility_cases_cover_every_kind():

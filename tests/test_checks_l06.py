@@ -4,8 +4,7 @@ import pytest
 
 from amp_edu.checks import l06
 from amp_edu.checks.core import CheckFailed
-from amp_edu.plans import byvalue
-from checkhelp import run_seed, assert_drawn_and_passing, AlwaysEqual  # noqa: E402  (tests/ is on sys.path)
+from checkhelp import assert_drawn_and_passing, AlwaysEqual, verdict  # noqa: E402  (tests/ is on sys.path)
 
 
 def ai(m, k, n, dtype):
@@ -106,11 +105,11 @@ def test_answers_replayed_from_the_self_check_seed_fail_on_another_seed():
 
     def replay(*case):
         return answers[next(calls)]
-    assert run_seed(l06.check_predict_bound, replay, 0).startswith("PASS")
+    assert verdict(l06.check_predict_bound, 0, replay).startswith("PASS")
     for seed in (1, 2, 3):
         calls = iter(range(10 ** 6))
         try:
-            run_seed(l06.check_predict_bound, replay, seed)
+            verdict(l06.check_predict_bound, seed, replay)
         except CheckFailed as e:
             assert "FAIL predict_bound" in str(e)
             break
@@ -119,4 +118,4 @@ def test_answers_replayed_from_the_self_check_seed_fail_on_another_seed():
     shapes = [ai(*case) for case in l06.check_arithmetic_intensity.cases(0)]
     calls = iter(range(10 ** 6))
     with pytest.raises(CheckFailed, match="FAIL arithmetic_intensity"):
-        run_seed(l06.check_arithmetic_intensity, lambda *case: shapes[next(calls)], 1)
+        verdict(l06.check_arithmetic_intensity, 1, lambda *case: shapes[next(calls)])

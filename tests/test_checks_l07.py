@@ -7,8 +7,7 @@ import torch
 
 from amp_edu.checks import l07
 from amp_edu.checks.core import CheckFailed
-from amp_edu.plans import byvalue
-from checkhelp import run_seed, assert_drawn_and_passing  # noqa: E402  (tests/ is on sys.path)
+from checkhelp import assert_drawn_and_passing, verdict  # noqa: E402  (tests/ is on sys.path)
 
 
 def predict(widths, batch, dtype, *, x=True, relu_twice=False, copies=True, first_copy=False, params=False,
@@ -112,7 +111,7 @@ def test_answers_replayed_from_the_self_check_seed_fail_on_another_seed():
 
     def replay(*case):
         return answers[next(calls)]
-    assert run_seed(l07.check_predict_saved_bytes, replay, 0).startswith("PASS")
+    assert verdict(l07.check_predict_saved_bytes, 0, replay).startswith("PASS")
     calls = iter(range(10 ** 6))
     with pytest.raises(CheckFailed, match="FAIL predict_saved_bytes"):
-        run_seed(l07.check_predict_saved_bytes, replay, 1)
+        verdict(l07.check_predict_saved_bytes, 1, replay)

@@ -6,6 +6,7 @@ import torch.nn.functional as F
 
 from amp_edu.checks import l08
 from amp_edu.checks.core import CheckFailed
+from checkhelp import verdict  # noqa: E402  (tests/ is on sys.path)
 
 clip = torch.nn.utils.clip_grad_norm_
 
@@ -169,16 +170,6 @@ def test_stale_gradients_on_arrival_fail():
 
 
 # --- the by-value design: drawn situations, answers that lie --------------------------------
-from amp_edu.plans import byvalue  # noqa: E402
-
-
-def verdict(fn, seed):
-    """The pass line for ``fn`` in the situations drawn from ``seed``, through the by-value wire."""
-    check = l08.check_train_amp
-    cases = check.cases(seed)
-    result = check.plan(byvalue.roundtrip(cases), fn)
-    sent = byvalue.roundtrip({"learner": [{"callable": True, "type": "function"}], "result": result})
-    return check.verdict(byvalue.roundtrip(cases), sent)
 
 
 def test_drawn_situations_differ_by_seed_and_the_recipe_passes_for_several():
@@ -186,7 +177,7 @@ def test_drawn_situations_differ_by_seed_and_the_recipe_passes_for_several():
     assert [s[2]["seed"] for s in a] != [s[2]["seed"] for s in b]
     assert not torch.equal(a[0][3][0][0], b[0][3][0][0])
     for seed in (1, 2):
-        assert verdict(recipe, seed).startswith("PASS train_amp: 7 situations")
+        assert verdict(l08.check_train_amp, seed, recipe).startswith("PASS train_amp: 7 situations")
 
 
 @pytest.mark.parametrize("seed", [3, 4])
@@ -210,9 +201,9 @@ def test_drawn_situations_still_do_what_they_claim(seed):
 
 def test_wrong_loops_fail_for_other_seeds_too():
     with pytest.raises(CheckFailed, match="situation 'clipping'"):
-        verdict(tutorial_loop, 5)
+        verdict(l08.check_train_amp, 5, tutorial_loop)
     with pytest.raises(CheckFailed, match="situation 'first_steps_overflow'"):
-        verdict(_loop(step="optimizer"), 5)
+        verdict(l08.check_train_amp, 5, _loop(step="optimizer"))
 
 
 class Liar(torch.Tensor):

@@ -5,16 +5,7 @@ import torch
 
 from amp_edu.checks import l09
 from amp_edu.checks.core import CheckFailed
-from amp_edu.plans import byvalue
-
-
-def verdict(fn, seed):
-    """The pass line for ``fn`` on the cases drawn from ``seed``, through the by-value wire."""
-    check = l09.check_first_nonfinite
-    cases = check.cases(seed)
-    result = check.plan(byvalue.roundtrip(cases), fn)
-    sent = byvalue.roundtrip({"learner": [{"callable": True, "type": "function"}], "result": result})
-    return check.verdict(byvalue.roundtrip(cases), sent)
+from checkhelp import verdict  # noqa: E402  (tests/ is on sys.path)
 
 
 def _tensors(out, nested=(list, tuple), dicts=True):
@@ -223,7 +214,7 @@ def test_drawn_cases_differ_by_seed_and_the_reference_passes_for_several():
     a, b = l09.check_first_nonfinite.cases(1), l09.check_first_nonfinite.cases(2)
     assert [(s, x.tolist()) for _, _, s, x in a] != [(s, x.tolist()) for _, _, s, x in b]
     for seed in (0, 1, 2, 12345):
-        assert verdict(reference, seed).startswith("PASS first_nonfinite_layer: 14 models")
+        assert verdict(l09.check_first_nonfinite, seed, reference).startswith("PASS first_nonfinite_layer: 14 models")
 
 
 @pytest.mark.parametrize("wrong, case", [
@@ -232,7 +223,7 @@ def test_drawn_cases_differ_by_seed_and_the_reference_passes_for_several():
 ])
 def test_wrong_answers_fail_for_other_seeds_too(wrong, case):
     with pytest.raises(CheckFailed, match=f"case {case!r}"):
-        verdict(wrong, 7)
+        verdict(l09.check_first_nonfinite, 7, wrong)
 
 
 class Liar(str):

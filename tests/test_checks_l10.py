@@ -9,6 +9,7 @@ import torch
 from amp_edu.checks import l10
 from amp_edu.checks.core import SELF_CHECK_SEED, CheckFailed
 from amp_edu.plans import byvalue
+from checkhelp import verdict  # noqa: E402  (tests/ is on sys.path)
 
 EPS = 1e-12
 
@@ -209,13 +210,6 @@ def test_wrong_delayed_fails_with_hint(bad, hint):
 
 
 # --- by value, drawn cases ------------------------------------------------------------------------
-def verdict(check, fn, seed):
-    """The check's verdict on ``fn`` for ``seed``, as the class grader reaches it: the plan on the
-    cases by value, its result by value, the judge on both."""
-    cases = check.cases(seed)
-    sent = {"learner": [{"callable": True, "type": "function"}],
-            "result": check.plan(byvalue.roundtrip(cases), fn)}
-    return check.verdict(byvalue.roundtrip(cases), byvalue.roundtrip(sent))
 
 
 @pytest.mark.parametrize("check, fn", [(l10.check_quantize_tensorwise, good_quantize),
@@ -224,7 +218,7 @@ def test_drawn_cases_differ_by_seed_and_the_solution_passes_for_each(check, fn):
     assert byvalue.dumps(check.cases(1)) != byvalue.dumps(check.cases(2))
     assert byvalue.dumps(check.cases(3)) == byvalue.dumps(check.cases(3))
     for seed in (SELF_CHECK_SEED, 1, 2, 3):
-        assert verdict(check, fn, seed).startswith(f"PASS {check.name}: ")
+        assert verdict(check, seed, fn).startswith(f"PASS {check.name}: ")
 
 
 class Liar(torch.Tensor):
@@ -286,10 +280,10 @@ def test_answers_learned_from_the_self_check_fail_under_another_seed(check, fn):
     def replay(*args):
         return recorded[next(replay.calls)]
     replay.calls = itertools.count()
-    assert verdict(check, replay, SELF_CHECK_SEED).startswith("PASS")
+    assert verdict(check, SELF_CHECK_SEED, replay).startswith("PASS")
     replay.calls = itertools.count()
     with pytest.raises(CheckFailed, match="drawn"):
-        verdict(check, replay, 7)
+        verdict(check, 7, replay)
 
 
 def test_inputs_changed_in_place_are_seen_by_value():

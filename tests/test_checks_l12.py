@@ -5,6 +5,7 @@ import torch
 
 from amp_edu.checks import l12
 from amp_edu.checks.core import CheckFailed
+from checkhelp import verdict  # noqa: E402  (tests/ is on sys.path)
 
 
 def _sr(rule="ok", bits=13, lo=0):
@@ -180,16 +181,6 @@ def test_kahan_hints_are_distinct():
 
 
 # --- the three-part check: by value, drawn from a seed, side effects -------------------------------------
-from amp_edu.plans import byvalue  # noqa: E402
-
-
-def verdict(check, seed, *fns):
-    """The check's verdict as the class grader reaches it: cases drawn from ``seed``, the plan run on
-    a by-value copy of them, its result passed through by value."""
-    cases = check.cases(seed)
-    sent = {"learner": [{"callable": True, "type": "function"} for _ in fns],
-            "result": check.plan(byvalue.roundtrip(cases), *fns)}
-    return check.verdict(cases, byvalue.roundtrip(sent))
 
 
 def reference_sr(x, generator):

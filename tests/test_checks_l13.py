@@ -10,8 +10,8 @@ import torch
 from amp_edu import compile as comp
 from amp_edu.checks import l13
 from amp_edu.checks.core import CheckFailed
-from amp_edu.plans import byvalue
 from amp_edu.plans.l13 import graph
+from checkhelp import verdict  # noqa: E402  (tests/ is on sys.path)
 
 
 def _calls(gm):
@@ -173,13 +173,6 @@ def test_the_written_out_kernel_names_are_inductors():
 
 
 # --- the three-part check: by value, drawn from a seed -----------------------------------------------------
-def verdict(check, seed, *fns):
-    """The check's verdict as the class grader reaches it: cases drawn from ``seed``, the plan run on
-    a by-value copy of them, its result passed through by value."""
-    cases = check.cases(seed)
-    sent = {"learner": [{"callable": True, "type": "function"} for _ in fns],
-            "result": check.plan(byvalue.roundtrip(cases), *fns)}
-    return check.verdict(cases, byvalue.roundtrip(sent))
 
 
 def test_the_graphs_hold_every_view_op_in_low_precision():

@@ -17,12 +17,7 @@ from amp_edu.plans import l14 as plan
 transformers, _ = hf.load()
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
+pytestmark = pytest.mark.usefixtures("one_thread")      # tests/conftest.py
 
 
 def _loop(*, mean=False, decay_all=False, warmup=True, reseed=True, cache_off=True, clip=True, shuffle=False,

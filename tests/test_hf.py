@@ -22,12 +22,7 @@ TINY = hf.Sizes(steps=3, batch_size=8, block_size=8, stride=24, n_layer=1, n_emb
 ON_CPU = hf.trainer_device().type == "cpu"
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
+pytestmark = pytest.mark.usefixtures("one_thread")      # tests/conftest.py
 
 
 @pytest.fixture(scope="module")

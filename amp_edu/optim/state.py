@@ -121,9 +121,6 @@ class QuantizedState(torch.Tensor):
         return cls._wrap(kind, signed, block_size, codes, scale, None if q is None else q.to(device), shape,
                          _check_dtype(dtype))
 
-    def __init__(self, *args, **kwargs) -> None:     # everything happens in __new__ / _wrap
-        pass
-
     @classmethod
     def zeros(cls, kind: str, shape, signed: bool = True, block_size: int | None = None, device=None,
               dtype: torch.dtype | None = None) -> "QuantizedState":
