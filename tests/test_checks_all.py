@@ -21,8 +21,7 @@ import inspect
 import pytest
 
 from amp_edu.checks.core import NOT_DONE_HINT, Check, CheckFailed
-from amp_edu.course import grade, notebook
-from amp_edu.course.exercises import ROOT
+from amp_edu.course import ROOT, cells, notebook
 from amp_edu.course.lessons import LESSONS
 
 
@@ -77,5 +76,28 @@ def test_a_value_instead_of_a_function_fails_saying_so(lesson, named):
 def test_every_check_is_called_by_its_solution(lesson, named):
     name, _ = named
     nb = notebook.read(ROOT / lesson.solution)
-    calls = "\n".join(nb.cells[i].source for i, _ in grade.check_cells(nb))
+    calls = "\n".join(nb.cells[i].source for i, _ in cells.check_cells(nb))
     assert f"{name}(" in calls, f"{lesson.solution} has no check cell calling {name}"
+
+
+@pytest.mark.parametrize("package", ["checks", "plans"])
+def test_the_registry_imports_every_lesson_module(package):
+    """The grader finds a check (the kernel a plan) only through its registry's plain imports."""
+    registry = importlib.import_module(f"amp_edu.{package}.registry")
+    on_disk = sorted(f"amp_edu.{package}.{p.stem}" for p in (ROOT / "amp_edu" / package).glob("l[0-9][0-9].py"))
+    generic = ["amp_edu.plans.runner"] if package == "plans" else []
+    assert list(registry.MODULES) == generic + on_disk
+
+
+def test_the_registries_refuse_what_is_not_a_check_or_plan():
+    from amp_edu.checks import registry as checks
+    from amp_edu.plans import registry as plans
+
+    assert isinstance(checks.check("amp_edu.checks.l01", "check_decode"), Check)
+    for bad in (("amp_edu.checks.core", "Check"), ("amp_edu.checks.l01", "nothing"), ("os", "system")):
+        with pytest.raises(ValueError, match="course check"):
+            checks.check(*bad)
+    assert callable(plans.plan("amp_edu.plans.l05", "is_eligible"))
+    for bad in (("amp_edu.plans.byvalue", "dumps"), ("amp_edu.plans.l05", "nothing")):
+        with pytest.raises(ValueError, match="plan"):
+            plans.plan(*bad)

@@ -8,7 +8,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from amp_edu.course import exercises, grade, notebook, reference
+from amp_edu.course import cells, exercises, grade, handout, notebook
 from amp_edu.course import lessons as course_lessons
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -96,7 +96,7 @@ def test_stale_detects_a_hand_edit(tmp_path):
 @pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.name)
 def test_solution_has_check_cells_calling_graders(path):
     nb = notebook.read(path)
-    checks = grade.check_cells(nb)
+    checks = cells.check_cells(nb)
     assert checks, f"{path.name} has no '# CHECK: <name>' cells"
     lesson = path.name[:2]
     source = "".join(c.source for c in nb.cells)
@@ -108,9 +108,9 @@ def test_solution_has_check_cells_calling_graders(path):
 @pytest.mark.parametrize("path", EXERCISES, ids=lambda p: p.name)
 def test_every_shipped_exercise_fails_at_each_check(path):
     nb = notebook.read(path)
-    refs = reference.course_checks()
+    refs = handout.course_checks()
     results = grade.grade_notebook(nb, path.parent, smoke=True,
-                                   exercise=reference.lesson_checks(refs, path.name)).checks
+                                   exercise=handout.lesson_checks(refs, path.name)).checks
     passed = [r.name for r in results if r.ok]
     assert not passed, f"{path.name}: checks pass on the unsolved exercise: {passed}"
     for r in results:

@@ -132,7 +132,7 @@ def test_kill_ends_the_whole_process_tree_even_children_that_left_the_group(tmp_
             "a = subprocess.Popen(['sleep', '97'])\n"
             "b = subprocess.Popen(['sleep', '98'], start_new_session=True)\n"
             "print(a.pid, b.pid)")
-    with kernel.Kernel(tmp_path) as k:
+    with kernel.JupyterKernel(tmp_path) as k:
         run = k.run(code, timeout=10)
         assert run.status == "ok", run
         pids = [int(x) for x in run.stdout.split()] + [k.proc.pid]
@@ -322,7 +322,7 @@ def test_a_stop_from_another_thread_ends_a_running_cell_and_kill_all_is_safe_mea
     box = {}
 
     def worker():
-        with kernel.Kernel(tmp_path, stop=stop) as k:
+        with kernel.JupyterKernel(tmp_path, stop=stop) as k:
             box["pid"] = k.proc.pid
             box["run"] = k.run(HANG, timeout=60)
 
@@ -343,7 +343,7 @@ def test_a_stop_from_another_thread_ends_a_running_cell_and_kill_all_is_safe_mea
 
 
 def test_a_flood_of_output_is_capped_and_still_times_out(tmp_path):
-    with kernel.Kernel(tmp_path) as k:
+    with kernel.JupyterKernel(tmp_path) as k:
         run = k.run("while True:\n    print('x' * 1000)", timeout=LIMIT)
     assert run.status == "timeout" and run.seconds < LIMIT + SLACK
     assert len(run.stdout) <= kernel.MAX_OUTPUT + 50 and run.stdout.endswith("[output truncated]")

@@ -24,7 +24,7 @@ def guard():
 
 
 def changes(g, base):
-    return integrity.compare(base, json.loads(g.snapshot()))
+    return integrity.changes(base, json.loads(g.snapshot()))
 
 
 def test_nothing_changed_is_nothing_found_even_after_torch_wraps_its_own(guard):

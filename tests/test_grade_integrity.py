@@ -292,7 +292,7 @@ def test_a_kernel_sees_neither_the_graders_environment_nor_other_folders(tmp_pat
     work.mkdir()
     modes = ["none"] + ([] if SANDBOX else ["bwrap"])
     for mode in modes:
-        with kernel.Kernel(work, isolation=sandbox.choose(mode)) as k:
+        with kernel.JupyterKernel(work, isolation=sandbox.choose(mode)) as k:
             run = k.run("import os\nprint('AMP_EDU_TEST_SECRET' in os.environ, "
                         f"os.path.exists({str(hidden)!r}), len(os.listdir('/proc')))", timeout=30)
         secret, visible, _ = run.stdout.split()

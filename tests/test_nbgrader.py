@@ -26,6 +26,7 @@ from traitlets.config import Config
 
 from amp_edu.__main__ import main
 from amp_edu.course import exercises, nbgrader, notebook
+from amp_edu.course.cells import BEGIN, END
 
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTIONS = sorted((ROOT / "solutions").glob("*.ipynb"))
@@ -55,7 +56,7 @@ def test_every_solution_becomes_a_valid_nbgrader_source_with_the_exercise_as_its
                for c in checks)
     assert sum(r == (True, False, True) for r in roles) == len(checks)
     def answers(cell_type):
-        return sum(exercises.BEGIN in c.source for c in nb.cells if c.cell_type == cell_type)
+        return sum(BEGIN in c.source for c in nb.cells if c.cell_type == cell_type)
     assert sum(r == (False, True, False) for r in roles) == answers("code")        # autograded answers
     assert sum(r == (True, True, False) for r in roles) == answers("markdown")     # manually graded ones
     assert all(r in [(True, False, True), (False, True, False), (True, True, False), (False, False, True)]
@@ -139,14 +140,14 @@ def test_nbgrader_generates_the_exercise_and_autogrades_solved_full_and_shipped_
     for c in release.cells:
         if c.metadata.get("nbgrader", {}).get("solution"):
             c.source = "\n".join(ln for ln in source[c.metadata.nbgrader["grade_id"]].source.splitlines()
-                                 if ln.strip() not in (exercises.BEGIN, exercises.END))
+                                 if ln.strip() not in (BEGIN, END))
     notebook.write(release, course / "submitted" / "solver" / LESSON / f"{LESSON}.ipynb")
     # a learner who solved the notebook from exercises/ (what the README hands out) instead
     ours = notebook.read(ROOT / "exercises" / f"{LESSON}.ipynb")
     for c in ours.cells:
         if c.metadata.get("nbgrader", {}).get("solution"):
             c.source = "\n".join(ln for ln in source[c.metadata.nbgrader["grade_id"]].source.splitlines()
-                                 if ln.strip() not in (exercises.BEGIN, exercises.END))
+                                 if ln.strip() not in (BEGIN, END))
     notebook.write(ours, course / "submitted" / "from_exercises" / LESSON / f"{LESSON}.ipynb")
     # a learner who edited the checks instead: nbgrader restores locked cells from the source
     cheat = notebook.read(course / "release" / LESSON / f"{LESSON}.ipynb")

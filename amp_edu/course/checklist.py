@@ -1,5 +1,5 @@
 """The course's check cells, as the grader runs them: written by `make exercises` from
-solutions/ (amp_edu.course.reference.from_solutions), so a grader installed without a checkout
+solutions/ (amp_edu.course.handout.from_solutions), so a grader installed without a checkout
 knows them too. Do not edit: tests/test_course.py fails when it differs from solutions/."""
 
 CHECKS = {
@@ -31,7 +31,7 @@ CHECKS = {
     'what_runs': {'lesson': '14_trainer_and_accelerate.ipynb', 'source': '# CHECK: what_runs\ncheck_what_runs(what_runs)', 'module': 'amp_edu.checks.l14', 'function': 'check_what_runs', 'args': 'what_runs'},
 }
 
-# the code cells each exercise hands out (reference.cell_digest), checks aside
+# the code cells each exercise hands out (handout.cell_digest), checks aside
 GIVEN = {
     '01_number_formats.ipynb': ['855f45cdaf2a1cd6', '8f2199d7e0976df6', 'd54baf5e86c01ada'],
     '02_where_fp16_breaks.ipynb': ['0049d0af43b9aecc', 'b0f503b8e5f2ea9a', 'b629bc3ad5400829', 'c265f9e98ca4ed24', 'f19b3b27e076421e'],

@@ -12,7 +12,7 @@ a class hands in is graded, not trusted:
   submissions, the rest of the checkout or the instructor's home) — or, where there is none, as a
   plain process after a printed warning;
 * a notebook is **recognised** as a course exercise by its metadata, file name, nbgrader ids or
-  check names (:func:`.reference.recognise`) and graded with the course's checks; one that is not
+  check names (:func:`.handout.recognise`) and graded with the course's checks; one that is not
   recognised is an ``error`` row saying so (``--own-checks`` grades an instructor's own notebooks
   by their own check cells);
 * **integrity**: inside the kernel the grader's guard compares snapshots around every check
@@ -50,7 +50,7 @@ from pathlib import Path
 
 from ..validate import check_int
 from . import grade as G
-from . import integrity, kernel, kernelpackage, notebook, reference, sandbox
+from . import ROOT, handout, integrity, kernel, kernelpackage, notebook, sandbox
 from .judge import Judge
 from .limits import DEFAULT, GradeLimits
 
@@ -171,7 +171,7 @@ def grade_file(path, *, limits: GradeLimits = DEFAULT, smoke: bool = False,
 
     ``data``: the file's bytes as read when the run started (default: read now). With
     ``course_checks`` (the default) the notebook must be recognised as a course exercise and is
-    graded with the course's checks (:mod:`amp_edu.course.reference`); without, by its own check
+    graded with the course's checks (:mod:`amp_edu.course.handout`); without, by its own check
     cells. ``watch`` (made by :func:`grade_class`) hashes the package and submissions around it;
     ``judge`` (made by :func:`grade_class`) decides the course checks. ``package_root``: the kernel
     package (:mod:`.kernelpackage`); ``None`` builds one for this notebook.
@@ -193,13 +193,13 @@ def grade_file(path, *, limits: GradeLimits = DEFAULT, smoke: bool = False,
                 raise ValueError(f"not a notebook: {type(exc).__name__}: {G.first_line(str(exc))}") from exc
             exercise = None
             if course_checks:
-                refs = reference.course_checks()
-                lesson, how = reference.recognise(nb, path, refs)
+                refs = handout.course_checks()
+                lesson, how = handout.recognise(nb, path, refs)
                 if lesson is None:
                     raise ValueError(how + " (grade an instructor's own exercises with --own-checks)")
                 res.exercise = f"{lesson[:-len('.ipynb')]} ({how})"
-                res.notes += [f"flagged: {f}" for f in reference.other_exercises(nb, lesson, refs)]
-                exercise = reference.lesson_checks(refs, lesson)
+                res.notes += [f"flagged: {f}" for f in handout.other_exercises(nb, lesson, refs)]
+                exercise = handout.lesson_checks(refs, lesson)
             if watch is not None and watch.package_changed():
                 raise ValueError("not graded: the course package changed during this run ("
                                  + "; ".join(watch.package_changed()[:3]) + "); restore it and grade again")
@@ -234,7 +234,7 @@ def grade_class(paths, *, jobs: int = 1, limits: GradeLimits = DEFAULT, smoke: b
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     isolation = isolation or sandbox.choose("auto")
-    source = Path(package_root or kernel.ROOT).resolve()
+    source = Path(package_root or ROOT).resolve()
     data = {}
     for f in files:
         try:

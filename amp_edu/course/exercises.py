@@ -26,12 +26,10 @@ from pathlib import Path
 
 import nbformat
 
-from . import notebook
-
-BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
-# The folder holding the amp_edu package: the checkout in an editable install or a clone, but
-# site-packages after `pip install .` — use checkout_root() wherever a checkout is required.
-ROOT = Path(__file__).resolve().parents[2]
+from . import ROOT, notebook
+from .cells import BEGIN, END, check_cells
+from .handout import cell_digest, checklist_text, from_solutions
+from .nbgrader import to_nbgrader
 
 
 def is_checkout(path) -> bool:
@@ -50,7 +48,7 @@ def checkout_root(package_parent=None, cwd=None) -> Path:
     """The course checkout the authoring tools work in.
 
     Tried in order: the folder above the ``amp_edu`` package (``package_parent``, default
-    :data:`ROOT`: the checkout itself in an editable install or a clone), then ``cwd`` (default
+    :data:`amp_edu.course.ROOT`: the checkout itself in an editable install or a clone), then ``cwd`` (default
     the current folder) and each folder above it. Raises ``RuntimeError`` saying what to do when
     none is a checkout — the case of ``pip install .`` run by a learner.
     """
@@ -116,15 +114,12 @@ def exercise(solution_path) -> "nbformat.NotebookNode":
 
     * the notebook metadata ``{"amp_edu": {"exercise": "<NN_name>"}}`` by which the class grader
       recognises it whatever the learner renames the file to
-      (:func:`amp_edu.course.reference.recognise`);
+      (:func:`amp_edu.course.handout.recognise`);
     * on every cell, the nbgrader role :func:`amp_edu.course.nbgrader.to_nbgrader` gives it, so a
       notebook a learner started from ``exercises/`` is graded by ``nbgrader autograde`` exactly
       like nbgrader's own release (without it nbgrader finds no answer and no test cell and scores
       a solved notebook 0). A solution with no check cell has nothing to autograde: no roles.
     """
-    from .grade import check_cells
-    from .nbgrader import to_nbgrader
-
     path = Path(solution_path)
     sol = notebook.read(path)
     nb = strip(sol)
@@ -145,10 +140,7 @@ CHECKLIST = Path(__file__).with_name("checklist.py")      # the grader's list of
 
 
 def expected_checklist(solutions_dir: Path | None = None) -> str:
-    """The text :data:`CHECKLIST` should hold (:func:`amp_edu.course.reference.checklist_text`)."""
-    from .grade import check_cells
-    from .reference import cell_digest, checklist_text, from_solutions
-
+    """The text :data:`CHECKLIST` should hold (:func:`amp_edu.course.handout.checklist_text`)."""
     solutions_dir = Path(solutions_dir or checkout_root() / "solutions")
     given = {}
     for path in sorted(solutions_dir.glob("*.ipynb")):

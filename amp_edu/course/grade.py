@@ -3,7 +3,7 @@
 A *check* is a code cell whose first line is ``# CHECK: <name>``; it calls a grader from
 ``amp_edu.checks`` that prints one ``PASS`` line or raises an ``AssertionError`` naming the input,
 the expected and the actual answer, and a hint. The notebook runs top to bottom in a fresh kernel
-(:class:`amp_edu.course.kernel.Kernel`), one cell at a time, and a cell that raises does not stop
+(:class:`amp_edu.course.kernel.JupyterKernel`), one cell at a time, and a cell that raises does not stop
 the run — exactly like "Run All" with errors allowed. Each check ends with one status:
 
 ``pass``      the check ran without raising;
@@ -12,7 +12,7 @@ the run — exactly like "Run All" with errors allowed. Each check ends with one
 ``timeout``   the check cell, or an earlier cell, was still running at its time limit;
 ``tampered``  the notebook changed what the checks run (:mod:`amp_edu.course.integrity`): never a pass.
 
-**A course exercise** (``exercise`` given: the lesson's :class:`~amp_edu.course.reference.ReferenceCheck`
+**A course exercise** (``exercise`` given: the lesson's :class:`~amp_edu.course.handout.CourseCheck`
 list) is graded with the course's checks, and **decided outside the kernel**. For each check cell
 the grader draws a fresh seed; the judge (:mod:`amp_edu.course.judge`, a process that never runs
 learner code) writes that seed's cases to a file; the kernel runs only the check's *plan* on the
@@ -41,10 +41,8 @@ The learner's file is only read: the kernel runs in ``cwd`` (a temporary folder 
 from __future__ import annotations
 
 import ast
-import importlib
 import json
 import os
-import re
 import secrets
 import tempfile
 import threading
@@ -53,14 +51,16 @@ from dataclasses import dataclass, field
 
 import nbformat
 
+from ..checks.registry import check as course_check
 from ..checks.rules import grader_internals, violations
-from . import integrity, kernelpackage, reference
+from . import handout, integrity, kernelpackage
 from .judge import Judge, JudgeError
-from .kernel import ROOT, Kernel, KernelError
+from . import ROOT
+from .cells import check_cells
+from .kernel import JupyterKernel, KernelError
 from .limits import DEFAULT, GradeLimits
 from .sandbox import Isolation
 
-CHECK_RE = re.compile(r"^#\s*CHECK:\s*(?P<name>.+?)\s*$")
 STATUSES = ("pass", "fail", "error", "timeout", "tampered")
 FAIL_ENAMES = {"AssertionError", "CheckFailed"}   # a grader's verdict (checks.core.CheckFailed)
 EDITED_NOTE = "this check cell had been edited; it was graded with the course's own version"
@@ -130,17 +130,6 @@ def first_line(message: str) -> str:
     return lines[0] if lines else ""
 
 
-def check_cells(nb) -> list[tuple[int, str]]:
-    """``(cell_index, check_name)`` for every check cell of ``nb``."""
-    found = []
-    for i, cell in enumerate(nb.cells):
-        if cell.cell_type == "code" and cell.source:
-            m = CHECK_RE.match(cell.source.splitlines()[0])
-            if m:
-                found.append((i, m.group("name")))
-    return found
-
-
 def cell_label(nb, i: int) -> str:
     """``cell 5 (`while True: ...`)`` — how a report names cell ``i`` (0-based)."""
     head = next((ln.strip() for ln in nb.cells[i].source.splitlines() if ln.strip()), "")
@@ -165,7 +154,7 @@ def _store_outputs(cell, run, count: int, error: dict | None = None) -> None:
     cell.execution_count = count if run.status in ("ok", "error") else None
 
 
-def grade_notebook(nb, cwd=None, *, exercise: dict[str, reference.ReferenceCheck] | None = None,
+def grade_notebook(nb, cwd=None, *, exercise: dict[str, handout.CourseCheck] | None = None,
                    limits: GradeLimits = DEFAULT, smoke: bool = False,
                    stop: threading.Event | None = None, isolation: Isolation | None = None,
                    package_root=None, judge: Judge | None = None) -> Graded:
@@ -173,7 +162,7 @@ def grade_notebook(nb, cwd=None, *, exercise: dict[str, reference.ReferenceCheck
 
     ``exercise``: the course checks of the exercise ``nb`` is (``None``: grade its own check cells).
     ``cwd`` is the kernel's working folder (a fresh temporary one if ``None``); ``isolation`` and
-    ``package_root`` are passed to :class:`~amp_edu.course.kernel.Kernel` (for a course exercise,
+    ``package_root`` are passed to :class:`~amp_edu.course.kernel.JupyterKernel` (for a course exercise,
     ``None`` builds a kernel package without the checks for this notebook); ``judge`` decides the
     course checks (``None``: a judge process for this notebook). Raises ``ValueError`` if
     there is nothing to grade, :class:`~amp_edu.course.kernel.KernelError` if the kernel does not
@@ -236,7 +225,7 @@ class _Run:
         checks = self._checks()
         env = {"AMP_EDU_SMOKE": "1" if self.smoke else "0"}
         start = min(self.limits.start_s, self.limits.notebook_s)
-        with Kernel(self.cwd, env=env, stop=self.stop, start_timeout=start, isolation=self.isolation,
+        with JupyterKernel(self.cwd, env=env, stop=self.stop, start_timeout=start, isolation=self.isolation,
                     package_root=self.package_root) as k:
             if self.exercise is not None:
                 self._install(k)
@@ -261,7 +250,7 @@ class _Run:
         return self.out
 
     def _edited(self, i: int, name: str) -> bool:
-        return self.exercise is not None and reference.is_edited(self.nb.cells[i].source, self.exercise[name])
+        return self.exercise is not None and handout.is_edited(self.nb.cells[i].source, self.exercise[name])
 
     # -- the exercise's rules ------------------------------------------------------------------
     def _rules(self, checks: dict[int, str]) -> None:
@@ -269,7 +258,7 @@ class _Run:
         sources = [(cell_label(self.nb, i), c.source) for i, c in enumerate(self.nb.cells)
                    if c.cell_type == "code" and i not in checks]
         for name, ref in self.exercise.items():
-            rules = getattr(getattr(importlib.import_module(ref.module), ref.function), "rules", ())
+            rules = course_check(ref.module, ref.function).rules
             found = violations(sources, rules)
             result = next((r for r in self.out.checks if r.name == name), None)
             if found and result is not None and result.status in ("pass", "fail"):
@@ -277,12 +266,12 @@ class _Run:
                 result.message = (f"FAIL {name}\n  rule:     {found[0]}\n"
                                   f"  hint:     the exercise forbids this ({found[0]}): write it yourself\n"
                                   f"(the values themselves: {first_line(result.message)})")
-        given = reference.given_cells()
-        written = [(where, src) for (where, src) in sources if reference.cell_digest(src) not in given]
+        given = handout.given_cells()
+        written = [(where, src) for (where, src) in sources if handout.cell_digest(src) not in given]
         self.out.mark_tampered(grader_internals(written, kernelpackage.exercise_names()))
 
     # -- the guard -----------------------------------------------------------------------------
-    def _install(self, k: Kernel) -> None:
+    def _install(self, k: JupyterKernel) -> None:
         code = (f"__import__('amp_edu.course.integrity', fromlist=['install'])"
                 f".install(get_ipython(), {self.token!r})")
         run = k.run(code, timeout=self._left(), store_history=False,
@@ -313,13 +302,13 @@ class _Run:
                 self.out.mark_tampered([f"the grader's snapshot {when} the check failed "
                                         f"({reply.get('ename', 'no answer')}: {first_line(reply.get('evalue', ''))})"])
             else:
-                self.out.mark_tampered(integrity.compare(self.base, snap))
+                self.out.mark_tampered(integrity.changes(self.base, snap))
 
     # -- the cells -----------------------------------------------------------------------------
     def _left(self) -> float:
         return min(self.limits.cell_s, self.limits.notebook_s - (time.monotonic() - self.t0))
 
-    def _cells(self, k: Kernel, checks: dict[int, str]) -> None:
+    def _cells(self, k: JupyterKernel, checks: dict[int, str]) -> None:
         count = 0
         for i, cell in enumerate(self.nb.cells):
             if cell.cell_type != "code" or not cell.source.strip():
@@ -347,7 +336,7 @@ class _Run:
             if course and run.status == "ok":
                 self._verify(run)
 
-    def _course_check(self, k: Kernel, i: int, name: str, limit: float):
+    def _course_check(self, k: JupyterKernel, i: int, name: str, limit: float):
         """Run check ``name``'s plan in the kernel between two snapshots, and have the judge decide:
         ``(the kernel's run, the judge's verdict or None)``; ``(None, None)`` when the judge failed
         (the check is then an ``error``)."""

@@ -18,7 +18,7 @@ sees the attempt even where it gained nothing.
    protocol's ``user_expressions`` — plain ``eval``, which no input or AST transformer sees —
    calling the runner the guard holds (``guard.run(plan_module, plan, inputs, outputs, decode)``).
    A snapshot is taken right before and right after.
-3. **The grader compares** (:func:`compare`) each snapshot with the first one, on its own side:
+3. **The grader compares** (:func:`changes`) each snapshot with the first one, on its own side:
    anything replaced is a *finding* ("builtins.isinstance was replaced", ...) and the notebook's
    checks are ``tampered``.
 
@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import builtins
 import hashlib
-import importlib
 import inspect
 import json
 import os
@@ -97,17 +96,16 @@ class Guard:
 
     def __init__(self, shell):
         self._shell = shell
-        self._runner = importlib.import_module("amp_edu.plans.runner")
+        from amp_edu.plans import registry, runner      # before any learner code runs
+
+        self._runner, self._plans = runner, registry
         self._run = self._runner.run
         self._keep: list = []           # what a snapshot names stays alive, so no id is reused
         self._torch_dir: str | None = None
 
     def run(self, plan_module: str, plan_name: str, inputs: str, outputs: str, *learner) -> None:
         """Run the plan ``plan_module.plan_name`` on the learner's functions (:func:`amp_edu.plans.runner.run`)."""
-        if not (plan_module == "amp_edu.plans" or plan_module.startswith("amp_edu.plans.")):
-            raise ValueError(f"not a course plan: {plan_module}")
-        plan = getattr(importlib.import_module(plan_module), plan_name)
-        self._run(plan, inputs, outputs, *learner)
+        self._run(self._plans.plan(plan_module, plan_name), inputs, outputs, *learner)
 
     # -- snapshots -----------------------------------------------------------------------------
     def _add(self, out: dict, key: str, value) -> None:
@@ -201,7 +199,7 @@ def install(shell, token: str) -> Guard:
 
 
 # -- the grader's side ------------------------------------------------------------------------
-def compare(base: dict, now: dict) -> list[str]:
+def changes(base: dict, now: dict) -> list[str]:
     """What changed between two snapshots, in words (empty when nothing did)."""
     found = []
     modules = sorted((k[len("sys.modules['"):-len("']")] for k in base if k.startswith("sys.modules['")),

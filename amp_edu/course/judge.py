@@ -26,7 +26,6 @@ on first use, one request at a time, killed and restarted when a request runs pa
 from __future__ import annotations
 
 import functools
-import importlib
 import json
 import os
 import subprocess
@@ -35,9 +34,9 @@ import tempfile
 import threading
 from pathlib import Path
 
-__all__ = ["Judge", "JudgeError", "inputs", "verdict", "serve"]
+from . import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]       # the grader's own package: what the judge imports
+__all__ = ["Judge", "JudgeError", "inputs", "verdict", "serve"]
 
 
 class JudgeError(RuntimeError):
@@ -46,14 +45,9 @@ class JudgeError(RuntimeError):
 
 # -- inside the judge process -----------------------------------------------------------------
 def _check(module: str, function: str):
-    from ..checks.core import Check
+    from ..checks import registry
 
-    if not module.startswith("amp_edu.checks."):
-        raise ValueError(f"not a course check module: {module!r}")
-    check = getattr(importlib.import_module(module), function, None)
-    if not isinstance(check, Check):
-        raise ValueError(f"{module}.{function} is not a course check")
-    return check
+    return registry.check(module, function)
 
 
 @functools.lru_cache(maxsize=4)

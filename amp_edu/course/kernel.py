@@ -5,7 +5,7 @@ Grading a class means running code nobody has reviewed. A learner's cell may nev
 out-of-memory killer), or may start children of its own. A grader that waits on the kernel the way
 an editor does hangs with it. This module talks to ipykernel directly so that no wait is unbounded::
 
-    with Kernel(cwd=tmp, env={"AMP_EDU_SMOKE": "1"}) as k:
+    with JupyterKernel(cwd=tmp, env={"AMP_EDU_SMOKE": "1"}) as k:
         out = k.run("print(1 + 1)", timeout=5)      # -> CellRun(status="ok", stdout="2\\n", ...)
         out = k.run("while True: pass", timeout=5)  # -> CellRun(status="timeout") after ~5 s
     # leaving the block kills the kernel's process group and checks that nothing of it is left
@@ -15,8 +15,8 @@ How it stays in control:
 * **Its own process group.** The kernel is started with ``start_new_session=True``, so it and
   everything it spawns (a ``!sleep 1000``, a ``subprocess.Popen``) share one process group that a
   single ``killpg(SIGKILL)`` ends. Descendants that left the group are collected with ``psutil``
-  before the kill and killed one by one; :meth:`Kernel.kill` then *verifies* that none is left.
-* **Polling, never blocking.** :meth:`Kernel.run` waits on the kernel's sockets in slices of
+  before the kill and killed one by one; :meth:`JupyterKernel.kill` then *verifies* that none is left.
+* **Polling, never blocking.** :meth:`JupyterKernel.run` waits on the kernel's sockets in slices of
   :data:`POLL_S` seconds, and between slices checks the deadline, whether the process is still
   alive (``Popen.poll()``), and an optional ``stop`` event (Ctrl-C / SIGTERM of the grader). A dead
   kernel is therefore reported within a fraction of a second, a hung one at its deadline.
@@ -28,8 +28,8 @@ How it stays in control:
 * **Sandboxed** when given an :class:`~amp_edu.course.sandbox.Isolation` of mode ``bwrap``: the
   kernel runs inside bubblewrap (:mod:`amp_edu.course.sandbox`) in its own pid namespace, so killing
   the sandbox kills every process in it — a double-forked ``setsid`` daemon too. Without a sandbox,
-  every process a kernel starts inherits a random token in its environment, and :meth:`Kernel.kill`
-  also kills processes carrying it that escaped the tree. Either way :attr:`Kernel.leftovers` names
+  every process a kernel starts inherits a random token in its environment, and :meth:`JupyterKernel.kill`
+  also kills processes carrying it that escaped the tree. Either way :attr:`JupyterKernel.leftovers` names
   what the notebook left running, and the environment is :func:`~amp_edu.course.sandbox.kernel_env`,
   never the grader's.
 
@@ -57,13 +57,12 @@ import psutil
 import zmq
 from jupyter_client.session import Session
 
-from . import sandbox
+from . import ROOT, sandbox
 
 POLL_S = 0.1                 # how often a wait wakes up to check deadline, liveness and stop
 MAX_OUTPUT = 1_000_000       # characters of stdout (and of stderr) kept per cell
-ROOT = Path(__file__).resolve().parents[2]   # the folder holding the amp_edu package
 
-LIVE: set["Kernel"] = set()
+LIVE: set["JupyterKernel"] = set()
 _LIVE_LOCK = threading.Lock()
 
 
@@ -106,7 +105,7 @@ def describe_exit(returncode: int | None) -> str:
     return f"exit status {returncode}"
 
 
-class Kernel:
+class JupyterKernel:
     """An ipykernel running this interpreter (``sys.executable``) in ``cwd``.
 
     Its environment is :func:`~amp_edu.course.sandbox.kernel_env` plus ``env``: ``package_root``

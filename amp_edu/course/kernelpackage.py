@@ -11,8 +11,6 @@ that the class grader runs it outside the kernel, and the kernel-side helpers an
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 import shutil
 from pathlib import Path
 
@@ -25,8 +23,9 @@ STUB_MESSAGE = "graded by the course's judge, outside this kernel"
 def stub_source(module: str) -> str:
     """The stand-in's source for check module ``module`` (e.g. ``"amp_edu.checks.l01"``)."""
     from ..checks.core import Check
+    from ..checks.registry import MODULES
 
-    mod = importlib.import_module(module)
+    mod = MODULES[module]
     lines = [f'"""Stand-in for {module} in a graded kernel: its checks are {STUB_MESSAGE}."""', ""]
     checks = []
     for name in getattr(mod, "__all__", ()):
@@ -48,18 +47,13 @@ def stub_source(module: str) -> str:
 def exercise_names() -> tuple[str, ...]:
     """What the exercises may import from ``amp_edu.checks``: the lesson modules and every name in
     their ``__all__`` (checks and the kernel-side helpers the stand-ins re-export)."""
+    from ..checks.registry import MODULES
+
     names = set()
-    for module in _check_modules():
+    for module, mod in MODULES.items():
         names.add(module.rsplit(".", 1)[1])
-        names.update(getattr(importlib.import_module(module), "__all__", ()))
+        names.update(getattr(mod, "__all__", ()))
     return tuple(sorted(names))
-
-
-def _check_modules() -> list[str]:
-    import amp_edu.checks as checks
-
-    return [f"amp_edu.checks.{m.name}" for m in pkgutil.iter_modules(checks.__path__)
-            if m.name.startswith("l") and m.name[1:].isdigit()]
 
 
 def build(dest, source) -> Path:
@@ -75,6 +69,8 @@ def build(dest, source) -> Path:
     stubs = dest / "amp_edu" / "checks"
     stubs.mkdir()
     (stubs / "__init__.py").write_text(f'"""Stand-ins: the course\'s checks are {STUB_MESSAGE}."""\n')
-    for module in _check_modules():
+    from ..checks.registry import MODULES
+
+    for module in MODULES:
         (stubs / f"{module.rsplit('.', 1)[1]}.py").write_text(stub_source(module))
     return dest

@@ -110,7 +110,7 @@ def main(argv=None) -> int:
     """``python -m amp_edu.course.lessons``: print the README table; ``--write [README.md]``:
     update it in the README (``make readme``)."""
     import argparse
-    from .exercises import ROOT
+    from . import ROOT
     ap = argparse.ArgumentParser(prog="python -m amp_edu.course.lessons", description=main.__doc__)
     ap.add_argument("--write", nargs="?", const=str(ROOT / "README.md"), metavar="README",
                     help="write the table into this README (default: the checkout's README.md)")

@@ -36,8 +36,8 @@ import re
 from pathlib import Path
 
 from . import notebook
-from .exercises import BEGIN, END, ROOT
-from .grade import CHECK_RE
+from . import ROOT
+from .cells import BEGIN, CHECK_RE, END
 from .limits import DEFAULT, GradeLimits
 
 SCHEMA_VERSION = 3

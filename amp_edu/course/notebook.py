@@ -4,7 +4,7 @@ Two kernel runners, on purpose: storing a lesson executed (:func:`execute`, ``nb
 nbclient, because a stored lesson needs every output kind Jupyter has — figures and rich
 ``display_data``, ``execute_result``, ``update_display_data``/``clear_output`` and the widget state
 saved in the notebook's metadata, none of which the grader keeps. Grading uses
-:class:`amp_edu.course.kernel.Kernel`, because a learner's notebook needs what nbclient does not
+:class:`amp_edu.course.kernel.JupyterKernel`, because a learner's notebook needs what nbclient does not
 give: a sandbox, a process tree that is killed and verified gone, output caps, a stop event polled
 every 0.1 s, and the ``user_expressions`` the integrity guard evaluates checks with. Both take
 their limits from one :class:`~amp_edu.course.limits.GradeLimits`.

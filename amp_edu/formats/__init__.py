@@ -46,16 +46,17 @@ format, the constants (``formats.FP16.max`` is 65504) and what storing a value d
 The package: :mod:`.format` (the :class:`Format` description, the table, the lookups),
 :mod:`.rounding` (the integer arithmetic), :mod:`.grid` (ulp, representable values, the
 lost-update band, the squared-gradient flush cut-off, and :func:`round_to_grid`: nearest or
-stochastic rounding onto a small format's grid by table) and
-:mod:`.fate`; every name is importable from ``amp_edu.formats``.
+stochastic rounding onto a small format's grid by table), :mod:`.fate` and :mod:`.fields` (one
+number field by field); every name is importable from ``amp_edu.formats``.
 """
 
 from .fate import FATES, fate, fate_counts
+from .fields import Decomposed, decompose
 from .format import (ALL_FORMATS, BF16, FORMATS, FP4_E2M1, FP8_E4M3, FP8_E5M2, FP8_E8M0, FP16, FP32, MX_FORMATS,
                      OVERFLOW_POLICIES, TF32, Format, dtype_name, get, name_of, short_name)
 from .grid import (ROUNDINGS, lost_update_band, neighbours, representable, round_to_grid, running_sum,
                    square_flush_cutoff, ulp)
-from .rounding import Decomposed, decode, decompose, encode, quantize
+from .rounding import decode, encode, quantize
 
 __all__ = [
     "Format", "FORMATS", "MX_FORMATS", "ALL_FORMATS", "Decomposed", "decompose", "encode", "decode",

@@ -13,7 +13,7 @@ import torch
 
 from ..validate import check_int, check_number
 from .format import ALL_FORMATS, Format, get
-from .rounding import _as_float, decode, encode
+from .rounding import _as_float, decode
 
 __all__ = ["ulp", "representable", "neighbours", "running_sum", "lost_update_band", "square_flush_cutoff",
            "ROUNDINGS", "round_to_grid"]

@@ -1,4 +1,5 @@
-"""The course's own check cells, and which exercise a submission is.
+"""What the course hands out and grades by: its check cells as the solutions call them, the code
+cells an exercise gives verbatim, and which exercise a submission is.
 
 A check cell is just code in the learner's notebook, so a learner can edit it
 (``# CHECK: decode`` followed by ``print("PASS")``), delete it, or write one of their own. nbgrader
@@ -8,12 +9,12 @@ the class grader goes one step further, with the course's ``solutions/`` as the 
 * :func:`recognise` says which course exercise a submission is — from its metadata (``make
   exercises`` writes ``{"amp_edu": {"exercise": "01_number_formats"}}``), its file name
   (``01_number_formats*.ipynb``), nbgrader's cell ids, or, last, the course check names it holds;
-* every check of that exercise is run as the course wrote it (:attr:`ReferenceCheck.call`: the
+* every check of that exercise is run as the course wrote it (:attr:`CourseCheck.call`: the
   check function of the lesson's module, called on the learner's answer), whatever the cell now
   says; an edited cell is reported as such, a missing one is an ``error``, and a ``# CHECK:`` line
   of the learner's own is ordinary code, not a check.
 
-Check names are unique across the course (``tests/test_grade_reference.py`` checks it).
+Check names are unique across the course (``tests/test_grade_handout.py`` checks it).
 """
 
 from __future__ import annotations
@@ -26,12 +27,13 @@ from functools import lru_cache
 from pathlib import Path
 
 from . import notebook
+from .cells import check_cells
 
 METADATA_KEY = "amp_edu"                  # nb.metadata["amp_edu"]["exercise"] = "01_number_formats"
 
 
 @dataclass(frozen=True)
-class ReferenceCheck:
+class CourseCheck:
     """One check cell of the course: ``module.function(*args)`` as its solution calls it."""
 
     lesson: str       # the solution's file name, e.g. "01_number_formats.ipynb"
@@ -71,30 +73,28 @@ def _norm(source: str) -> str:
     return "\n".join(ln.rstrip() for ln in source.strip().splitlines())
 
 
-def is_edited(source: str, ref: ReferenceCheck) -> bool:
+def is_edited(source: str, ref: CourseCheck) -> bool:
     """Does a submitted check cell differ from the course's (trailing whitespace aside)?"""
     return _norm(source) != _norm(ref.source)
 
 
-def from_solutions(solutions_dir) -> dict[str, ReferenceCheck]:
-    """``{check name: ReferenceCheck}`` for every check cell of every solution notebook."""
-    from .grade import check_cells
-
-    found: dict[str, ReferenceCheck] = {}
+def from_solutions(solutions_dir) -> dict[str, CourseCheck]:
+    """``{check name: CourseCheck}`` for every check cell of every solution notebook."""
+    found: dict[str, CourseCheck] = {}
     for path in sorted(Path(solutions_dir).glob("*.ipynb")):
         nb = notebook.read(path)
         for i, name in check_cells(nb):
             if name in found:
                 raise ValueError(f"check {name!r} is in both {found[name].lesson} and {path.name}; "
                                  "check names must be unique across the course")
-            found[name] = ReferenceCheck(path.name, nb.cells[i].source,
+            found[name] = CourseCheck(path.name, nb.cells[i].source,
                                          *parse_call(nb.cells[i].source, path.name))
     return found
 
 
 CHECKLIST_HEADER = (
     '"""The course\'s check cells, as the grader runs them: written by `make exercises` from\n'
-    'solutions/ (amp_edu.course.reference.from_solutions), so a grader installed without a checkout\n'
+    'solutions/ (amp_edu.course.handout.from_solutions), so a grader installed without a checkout\n'
     'knows them too. Do not edit: tests/test_course.py fails when it differs from solutions/."""\n\n')
 
 
@@ -104,13 +104,13 @@ def cell_digest(source: str) -> str:
     return hashlib.sha256(_norm(source).encode()).hexdigest()[:16]
 
 
-def checklist_text(refs: dict[str, ReferenceCheck], given: dict[str, list[str]]) -> str:
+def checklist_text(refs: dict[str, CourseCheck], given: dict[str, list[str]]) -> str:
     """The source of :mod:`amp_edu.course.checklist` for ``refs`` and the exercises' ``given`` cells
     (``{lesson: [cell_digest, ...]}``: every code cell an exercise hands the learner, checks aside)."""
     rows = "".join(f"    {name!r}: {dict(vars(r))!r},\n" for name, r in refs.items())
     given_rows = "".join(f"    {lesson!r}: {digests!r},\n" for lesson, digests in sorted(given.items()))
     return (CHECKLIST_HEADER + "CHECKS = {\n" + rows + "}\n\n"
-            "# the code cells each exercise hands out (reference.cell_digest), checks aside\n"
+            "# the code cells each exercise hands out (handout.cell_digest), checks aside\n"
             "GIVEN = {\n" + given_rows + "}\n")
 
 
@@ -123,17 +123,17 @@ def given_cells() -> frozenset[str]:
 
 
 @lru_cache(maxsize=4)
-def course_checks(solutions_dir: str | None = None) -> dict[str, ReferenceCheck]:
-    """``{check name: ReferenceCheck}``: from :mod:`amp_edu.course.checklist` (the one the grader
+def course_checks(solutions_dir: str | None = None) -> dict[str, CourseCheck]:
+    """``{check name: CourseCheck}``: from :mod:`amp_edu.course.checklist` (the one the grader
     uses, shipped with the package), or parsed from ``solutions_dir`` when given."""
     if solutions_dir is not None:
         return from_solutions(solutions_dir)
     from .checklist import CHECKS
 
-    return {name: ReferenceCheck(**fields) for name, fields in CHECKS.items()}
+    return {name: CourseCheck(**fields) for name, fields in CHECKS.items()}
 
 
-def lesson_checks(refs: dict[str, ReferenceCheck], lesson: str) -> dict[str, ReferenceCheck]:
+def lesson_checks(refs: dict[str, CourseCheck], lesson: str) -> dict[str, CourseCheck]:
     """The checks of one exercise (``"01_number_formats.ipynb"``), in the course's order."""
     return {n: r for n, r in refs.items() if r.lesson == lesson}
 
@@ -142,7 +142,7 @@ def _lesson_of_name(name: str, lessons: list[str]) -> str | None:
     return next((lesson for lesson in lessons if name.startswith(lesson[:-len(".ipynb")])), None)
 
 
-def recognise(nb, path, refs: dict[str, ReferenceCheck]) -> tuple[str | None, str]:
+def recognise(nb, path, refs: dict[str, CourseCheck]) -> tuple[str | None, str]:
     """``(lesson file, how it was recognised)``, or ``(None, why not)``.
 
     The hand-in decides first: the file's name (``01_number_formats*.ipynb``), then the folder it
@@ -151,8 +151,6 @@ def recognise(nb, path, refs: dict[str, ReferenceCheck]) -> tuple[str | None, st
     ``check_<name>`` cell ids, the course check names among its ``# CHECK:`` lines (the lesson most
     of them belong to). What the notebook says against its name is :func:`other_exercises`.
     """
-    from .grade import check_cells
-
     path = Path(path)
     lessons = sorted({r.lesson for r in refs.values()})
     by_name = _lesson_of_name(path.name, lessons)
@@ -182,11 +180,9 @@ def _metadata_lesson(nb, lessons: list[str]) -> str | None:
     return f"{stem}.ipynb" if isinstance(stem, str) and f"{stem}.ipynb" in lessons else None
 
 
-def other_exercises(nb, lesson: str, refs: dict[str, ReferenceCheck]) -> list[str]:
+def other_exercises(nb, lesson: str, refs: dict[str, CourseCheck]) -> list[str]:
     """What in ``nb`` names an exercise other than ``lesson`` (the one its hand-in says): its
     metadata, or its ``# CHECK:`` cells — a solved notebook of one exercise handed in as another."""
-    from .grade import check_cells
-
     out = []
     lessons = sorted({r.lesson for r in refs.values()})
     meta = _metadata_lesson(nb, lessons)
