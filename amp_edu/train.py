@@ -1,11 +1,26 @@
 """One training loop, many precision recipes — so recipes are compared on equal terms.
 
 Every lesson that trains calls :func:`train`; only the *recipe* changes. A recipe is an object
-(:mod:`amp_edu.recipes`, which says what each one does) whose methods the loop calls at fixed
-moments of each step, or its registered name (``fp32``, ``amp_fp16``, ``fp16_static_scale(S)``, ...:
-:func:`amp_edu.recipes.specs` lists them all, lesson 10's fp8 recipes included).
+(:mod:`amp_edu.recipes`, which says what each one does) or its registered name (``fp32``,
+``amp_fp16``, ``fp16_static_scale(S)``, ...: :func:`amp_edu.recipes.specs` lists them all, lesson
+10's fp8 and NVFP4 recipes and lesson 12's optimizer recipes included). The loop calls the
+recipe's methods at the loop's events, named as fastai names its callback events
+(:mod:`amp_edu.recipes.base`)::
 
-::
+    opt = rec.before_fit(model, make_optimizer)           # once
+    for each step:
+        rec.zero_grad()
+        for each micro-batch:                             # `accumulate` of them
+            x = rec.before_batch(x)
+            with rec.forward_context():
+                logits = model(x)
+            rec.before_backward(loss(logits, y) / accumulate).backward()
+        rec.after_backward()
+        finite, skipped = rec.before_step(clip_grad_norm)
+        rec.optimizer_step(skipped)
+        rec.after_step(skipped)
+
+A run::
 
     task = amp_edu.data.get_task("blobs")
     h = train(task, "mlp", "fp16_static_scale(1024)", steps=300, lr=0.05, optimizer="sgd")
@@ -149,14 +164,23 @@ def _forward_backward(task, model, rec: Recipe, batch_size: int, accumulate: int
     loss_sum = acc_sum = 0.0
     for _ in range(accumulate):
         x, y = task.batch(batch_size, gen)
-        x = rec.before_batch(x)
+        x = rec.before_batch(x)                                    # event
         with rec.forward_context():
             logits = model(x)
         loss = task.loss(logits, y)
         loss_sum += loss.item() / accumulate
         acc_sum += task.accuracy(logits.detach(), y) / accumulate
-        rec.backward(loss / accumulate)
+        rec.before_backward(loss / accumulate).backward()          # event, then backward
     return loss_sum, acc_sum
+
+
+def _step(rec: Recipe, clip_grad_norm: float | None) -> tuple[bool, bool]:
+    """After the micro-batches: the step's events around the optimizer step; ``(finite, skipped)``."""
+    rec.after_backward()                                           # event: true gradients
+    finite, skipped = rec.before_step(clip_grad_norm)              # event: inf/NaN? skip? clip
+    rec.optimizer_step(skipped)
+    rec.after_step(skipped)                                        # event: scale update, master copy back
+    return finite, skipped
 
 
 def _lost_fraction(weights, before, skipped: bool) -> float:
@@ -222,7 +246,7 @@ def train(task, model: "nn.Module | str | None" = None, recipe: "str | Recipe" =
         hist.lr.append(opt.param_groups[0]["lr"])
         loss, acc = _forward_backward(task, model, rec, batch_size, accumulate, gen)
         before = [w.detach().clone() for w in rec.weights] if track_updates else None
-        finite, skipped = rec.step(clip_grad_norm)
+        finite, skipped = _step(rec, clip_grad_norm)
         if not skipped:
             sched.step()
         _sync(dev)

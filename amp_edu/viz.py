@@ -12,27 +12,29 @@ import math
 import matplotlib.pyplot as plt
 from matplotlib.ticker import FuncFormatter, LogLocator
 
-from . import formats, recipes
-from .recipes import Family
+from . import formats
 
 __all__ = ["fig_ax", "log2_axis", "fp16_landmarks", "FAMILY_PALETTES", "FORMAT_COLORS", "recipe_color", "color_for",
            "FIELD_COLORS", "bit_layouts", "number_line", "category_grid", "scale_trajectory"]
 
-# A recipe's colour comes from its family (``amp_edu.recipes.Family``): the k-th registered member
-# of a family takes the family's k-th colour (cycling), so a recipe registered later, in any
-# module, is coloured too. The palettes keep each format's own colour where a recipe is "that
-# format" (fp32, pure fp16, AMP bf16).
+# A recipe's colour comes from its family (``amp_edu.recipes.Family``, keyed here by its value):
+# the k-th registered member of a family takes the family's k-th colour (cycling), so a recipe
+# registered later, in any module, is coloured too. The palettes keep each format's own colour
+# where a recipe is "that format" (fp32, pure fp16, AMP bf16). Keyed by value, not by the enum,
+# so that importing this module (and colouring a format) does not load the recipe registry, which
+# imports fp8, fp4 and the optimizers: only a recipe's colour needs it.
 FAMILY_PALETTES = {
-    Family.FP32: (formats.FP32.color,),
-    Family.AMP: ("#ff7f0e", formats.BF16.color, "#ffbb78"),          # amp_fp16, amp_bf16, no scaler
-    Family.PURE: ("#98df8a", formats.FP16.color),                      # bf16_pure, fp16_pure
-    Family.SCALED: ("#ff9896",),
-    Family.MASTER: ("#9467bd", "#c5b0d5"),
-    Family.FP8: ("#8c564b", "#c49c94", "#e377c2", "#f7b6d2", "#5254a3", "#9c9ede"),
-    Family.FP4: ("#637939", "#b5cf6b", "#e7ba52", "#ad494a"),         # nvfp4, _sr, _sr_rht, _te
-    Family.OPTIMIZER: ("#17becf", "#9edae5", "#7f7f7f", "#c7c7c7", "#bcbd22", "#dbdb8d", "#393b79"),
+    "fp32": (formats.FP32.color,),
+    "amp": ("#ff7f0e", formats.BF16.color, "#ffbb78"),              # amp_fp16, amp_bf16, no scaler
+    "pure": ("#98df8a", formats.FP16.color),                          # bf16_pure, fp16_pure
+    "scaled": ("#ff9896",),
+    "master": ("#9467bd", "#c5b0d5"),
+    "fp8": ("#8c564b", "#c49c94", "#e377c2", "#f7b6d2", "#5254a3", "#9c9ede"),
+    "fp4": ("#637939", "#b5cf6b", "#e7ba52", "#ad494a"),             # nvfp4, _sr, _sr_rht, _te
+    "optimizer": ("#17becf", "#9edae5", "#7f7f7f", "#c7c7c7", "#bcbd22", "#dbdb8d", "#393b79"),
 }
-# Every format's name and string aliases (a recipe name wins where both exist: "fp32").
+# Every format's name and string aliases. A format name is coloured as the format without asking
+# the registry; the one recipe named like a format, fp32, has that format's colour as its palette.
 FORMAT_COLORS = {k: f.color for f in formats.ALL_FORMATS.values() for k in (f.name, *f.aliases)
                  if isinstance(k, str)}
 
@@ -40,13 +42,14 @@ FORMAT_COLORS = {k: f.color for f in formats.ALL_FORMATS.values() for k in (f.na
 def recipe_color(name: str) -> str | None:
     """The colour of the registered recipe ``name`` (``"fp16_static_scale(1024)"`` is the
     ``fp16_static_scale`` family member), from its family's palette; ``None`` if no such recipe."""
+    from . import recipes      # the registry, loaded by the first recipe colour asked for
     name = name.split("(")[0].strip()
     try:
         entry = recipes.entry(name)
     except ValueError:
         return None
     members = recipes.names(family=entry.family)
-    palette = FAMILY_PALETTES[entry.family]
+    palette = FAMILY_PALETTES[entry.family.value]
     return palette[members.index(name) % len(palette)]
 
 
@@ -59,7 +62,7 @@ def color_for(name) -> str | None:
     if not isinstance(name, str) and hasattr(name, "name") and isinstance(name.name, str):
         name = name.name                                  # a recipe object
     key = str(name).removeprefix("torch.")
-    return recipe_color(key) or FORMAT_COLORS.get(key.split("(")[0].strip())
+    return FORMAT_COLORS.get(key.split("(")[0].strip()) or recipe_color(key)
 
 
 def fig_ax(width: float = 7.0, height: float = 3.6, **kw):

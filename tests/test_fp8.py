@@ -13,7 +13,7 @@ from torch import nn
 
 from amp_edu import fp8, recipes
 from amp_edu.fp8 import blocks, mx
-from amp_edu.fp8.reference import import_torchao
+from amp_edu.fp8.torchao_import import import_torchao
 
 E4, E5 = torch.float8_e4m3fn, torch.float8_e5m2
 AO = import_torchao("torchao.prototype.mx_formats.mx_tensor")
@@ -150,8 +150,8 @@ def test_config_recipes_fill_defaults_and_match_torchao_layout():
     assert c.grad_output.dtype == E4 and c.power_of_2
     t = fp8.Float8LinearConfig()
     assert t.grad_output.dtype == t.grad_output_for_grad_weight.dtype == E5 and t.input.dtype == E4
-    assert fp8.recipe_names()[:3] == ("tensorwise", "rowwise", "rowwise_with_gw_hp")
-    assert recipes.names(family=recipes.Family.FP8) == tuple("fp8_" + n for n in fp8.recipe_names())
+    assert fp8.config_names()[:3] == ("tensorwise", "rowwise", "rowwise_with_gw_hp")
+    assert recipes.names(family=recipes.Family.FP8) == tuple("fp8_" + n for n in fp8.config_names())
     with pytest.raises(Exception):                   # frozen
         t.power_of_2 = True
 
@@ -467,8 +467,8 @@ def test_fp8_recipes_train_through_amp_edu_train(name):
 
 
 def test_fp8_recipe_rejects_unknown_name():
-    with pytest.raises(ValueError, match="fp8_recipe must be"):
-        fp8.Fp8("nvfp4")
+    with pytest.raises(ValueError, match="config_name must be"):
+        recipes.Fp8("nvfp4")
 
 
 # --- reduced-precision accumulation ----------------------------------------------------------------
@@ -496,36 +496,7 @@ def test_narrow_accumulation_loses_what_promotion_recovers():
     assert err(trunc) > 3 * err(narrow)                  # a one-sided error grows with K
 
 
-# --- NVFP4 and the block-scaled GEMM ---------------------------------------------------------------
-@needs_ao
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
-@pytest.mark.parametrize("shape", [(32, 64), (2, 16, 48)])
-@pytest.mark.parametrize("two_level", [False, True])
-def test_nvfp4_equals_torchao(dtype, shape, two_level):
-    from amp_edu.fp8 import nvfp4
-    import_torchao("torchao.prototype.mx_formats.nvfp4_tensor")
-    from torchao.prototype.mx_formats.kernels import f4_unpacked_to_f32, unpack_uint4
-    from torchao.prototype.mx_formats.nvfp4_tensor import NVFP4Tensor, per_tensor_amax_to_scale
-    gen = torch.Generator().manual_seed(0)
-    x = (torch.randn(*shape, generator=gen) * torch.logspace(-4, 4, shape[-1])).to(dtype)
-    x.view(-1)[:16] = 0                                   # a block of zeros: the 2^-6 floor
-    ref = NVFP4Tensor.to_nvfp4(x.contiguous(), 16, per_tensor_amax_to_scale(x.abs().max()) if two_level else None)
-    ours = nvfp4.nvfp4_quantize(x, nvfp4.per_tensor_scale(x.abs().max()) if two_level else None)
-    elements = f4_unpacked_to_f32(unpack_uint4(ref.qdata.contiguous().view(torch.uint8))).reshape(x.shape)
-    assert torch.equal(ours.block_scales.view(torch.uint8), ref.scale.view(torch.uint8))
-    assert torch.equal(ours.elements, elements)
-    assert torch.equal(ours.dequantize(dtype), ref.dequantize(dtype))
-
-
-def test_nvfp4_bad_input():
-    from amp_edu.fp8 import nvfp4
-    with pytest.raises(ValueError, match="multiple of 16"):
-        nvfp4.nvfp4_quantize(torch.randn(4, 24))
-    with pytest.raises(TypeError, match="float32 or bfloat16"):
-        nvfp4.nvfp4_quantize(torch.randn(4, 16).half())
-    assert nvfp4.NVFP4Tensor.bits_per_element() == 4.5
-
-
+# --- the block-scaled GEMM ------------------------------------------------------------------------
 def test_block_scaled_gemm_applies_scales_inside_the_k_loop():
     from amp_edu.fp8 import blockgemm as bg
     gen = torch.Generator().manual_seed(0)

@@ -26,7 +26,7 @@ from amp_edu.fp8 import Float8Linear, Float8LinearConfig, convert_to_float8_trai
 from amp_edu.fp8.cast import cast_to_float8
 from amp_edu.fp8.fsdp import (Float8GatheredWeight, WeightWithFloat8AllGather,
                               precompute_float8_dynamic_scale_for_fsdp)
-from amp_edu.fp8.reference import import_torchao
+from amp_edu.fp8.torchao_import import import_torchao
 from amp_edu.fp8.scaling import round_down_to_power_of_2
 
 pytestmark = pytest.mark.slow     # two-rank FSDP2 runs: processes started

@@ -20,7 +20,8 @@ from torch import nn
 
 from amp_edu.fp8 import Float8Linear, convert_to_float8_training
 from amp_edu.fp8 import Float8LinearConfig as ours_config
-from amp_edu.fp8.reference import import_torchao
+from amp_edu.fp8 import torchao_import
+from amp_edu.fp8.torchao_import import import_torchao
 
 STATUS = import_torchao("torchao.float8")
 pytestmark = pytest.mark.skipif(not STATUS, reason=f"torchao unavailable: {STATUS}")
@@ -171,9 +172,15 @@ def test_root_linear_is_returned_converted_like_torchao():
     assert ours.weight is lin.weight            # parameters shared, not copied
 
 
-def test_import_torchao_filters_only_its_cpu_notices(caplog):
+def test_import_torchao_filters_only_its_cpu_notices(monkeypatch):
     assert STATUS.ok and STATUS.version
     st = import_torchao("torchao.float8")
     assert st.ok
+
+    def missing_module():
+        import torchao.no_such_module_here  # noqa: F401
+    monkeypatch.setitem(torchao_import.TORCHAO_MODULES, "torchao.no_such_module_here", missing_module)
     missing = import_torchao("torchao.no_such_module_here")
-    assert not missing and "no_such_module_here" in missing.error
+    assert not missing and "no_such_module_here" in missing.error     # a status, not an ImportError
+    with pytest.raises(ValueError, match="torchao.float8"):
+        import_torchao("torchao.sparsity")                              # not one the course compares with

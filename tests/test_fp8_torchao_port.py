@@ -36,7 +36,7 @@ from torch import nn
 
 from amp_edu import fp8
 from amp_edu.fp8 import mx
-from amp_edu.fp8.reference import import_torchao
+from amp_edu.fp8.torchao_import import import_torchao
 
 STATUS = import_torchao("torchao.prototype.mx_formats.mx_tensor")
 pytestmark = pytest.mark.skipif(not STATUS, reason=f"torchao unavailable: {STATUS}")

@@ -1,5 +1,5 @@
-"""NVFP4 training: stochastic rounding onto a format's grid, the random Hadamard transform, the
-emulated NVFP4 linear layer and its recipes (lesson 10).
+"""amp_edu.fp4: NVFP4 quantization (against torchao's NVFP4Tensor), stochastic rounding onto a format's
+grid, the random Hadamard transform, the emulated NVFP4 linear layer and its recipes (lesson 10).
 
 torchao 0.18's NVFP4 training prototype (torchao/prototype/moe_training/nvfp4_training/) does
 its stochastic rounding and Hadamard transform in Triton kernels for Blackwell GPUs, which do not
@@ -17,12 +17,14 @@ import torch
 from torch import nn
 
 from amp_edu import formats, recipes, viz
-from amp_edu.fp8 import hadamard, nvfp4
-from amp_edu.fp8.nvfp4_linear import (NVFP4Linear, NVFP4LinearConfig, convert_to_nvfp4_training, nvfp4_qdq,
-                                      recipe_names)
-from amp_edu.fp8.nvfp4_training import Nvfp4
+from amp_edu.fp4 import (NVFP4Linear, NVFP4LinearConfig, config_names, convert_to_nvfp4_training, hadamard, nvfp4,
+                         nvfp4_qdq)
+from amp_edu.fp8.torchao_import import import_torchao
+from amp_edu.recipes import Nvfp4
 
 F4 = formats.FP4_E2M1
+AO = import_torchao("torchao.prototype.mx_formats.nvfp4_tensor")
+needs_ao = pytest.mark.skipif(not AO, reason=f"torchao unavailable: {AO}")
 E2M1_MAGS = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
 
 # Transformer Engine, transformer_engine/pytorch/tensor/nvfp4_tensor.py at d0067d0:
@@ -187,6 +189,33 @@ def test_round_to_grid_bad_input():
         formats.round_to_grid(x, F4, dtype=torch.float16)
 
 
+# --- NVFP4 quantization: equal to torchao's NVFP4Tensor ----------------------------------------------
+@needs_ao
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("shape", [(32, 64), (2, 16, 48)])
+@pytest.mark.parametrize("two_level", [False, True])
+def test_nvfp4_equals_torchao(dtype, shape, two_level):
+    from torchao.prototype.mx_formats.kernels import f4_unpacked_to_f32, unpack_uint4
+    from torchao.prototype.mx_formats.nvfp4_tensor import NVFP4Tensor, per_tensor_amax_to_scale
+    gen = torch.Generator().manual_seed(0)
+    x = (torch.randn(*shape, generator=gen) * torch.logspace(-4, 4, shape[-1])).to(dtype)
+    x.view(-1)[:16] = 0                                   # a block of zeros: the 2^-6 floor
+    ref = NVFP4Tensor.to_nvfp4(x.contiguous(), 16, per_tensor_amax_to_scale(x.abs().max()) if two_level else None)
+    ours = nvfp4.nvfp4_quantize(x, nvfp4.per_tensor_scale(x.abs().max()) if two_level else None)
+    elements = f4_unpacked_to_f32(unpack_uint4(ref.qdata.contiguous().view(torch.uint8))).reshape(x.shape)
+    assert torch.equal(ours.block_scales.view(torch.uint8), ref.scale.view(torch.uint8))
+    assert torch.equal(ours.elements, elements)
+    assert torch.equal(ours.dequantize(dtype), ref.dequantize(dtype))
+
+
+def test_nvfp4_bad_input():
+    with pytest.raises(ValueError, match="multiple of 16"):
+        nvfp4.nvfp4_quantize(torch.randn(4, 24))
+    with pytest.raises(TypeError, match="float32 or bfloat16"):
+        nvfp4.nvfp4_quantize(torch.randn(4, 16).half())
+    assert nvfp4.NVFP4Tensor.bits_per_element() == 4.5
+
+
 # --- NVFP4 quantization: stochastic and 16x16 tiles --------------------------------------------------
 def test_nvfp4_stochastic_elements_are_neighbours_of_the_nearest_scaled_values():
     x = torch.randn(32, 64, generator=_gen(2)) * torch.logspace(-2, 2, 64)
@@ -327,7 +356,7 @@ def _reference(x, w, b, dy, cfg, gen):
     return y.reshape(*x.shape[:-1], -1), dx.reshape(x.shape), dw, dy2.sum(0)
 
 
-@pytest.mark.parametrize("name", recipe_names())
+@pytest.mark.parametrize("name", config_names())
 def test_layer_forward_and_gradients_equal_the_written_out_rule(name):
     cfg = NVFP4LinearConfig.from_recipe_name(name)
     gen = _gen(0)
@@ -419,11 +448,11 @@ def test_convert_keeps_the_head_and_shares_one_generator():
 # --- the recipes -----------------------------------------------------------------------------------------
 def test_recipes_are_registered_in_their_family_with_colours():
     names = recipes.names(family=recipes.Family.FP4)
-    assert names == recipe_names() == ("nvfp4", "nvfp4_sr", "nvfp4_sr_rht", "nvfp4_te")
+    assert names == config_names() == ("nvfp4", "nvfp4_sr", "nvfp4_sr_rht", "nvfp4_te")   # fp4 owns them
     for n in names:
         r = recipes.parse_recipe(n)
         assert isinstance(r, Nvfp4) and r.name == n and r.family is recipes.Family.FP4
-        assert viz.color_for(n) in viz.FAMILY_PALETTES[recipes.Family.FP4]
+        assert viz.color_for(n) in viz.FAMILY_PALETTES[recipes.Family.FP4.value]
     assert len({viz.color_for(n) for n in names}) == len(names)
     assert NVFP4LinearConfig.from_recipe_name("nvfp4_te") == NVFP4LinearConfig(True, True, True)
 

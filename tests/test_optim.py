@@ -176,6 +176,9 @@ def test_small_tensors_keep_unquantized_states():
 
 
 def test_recipes_registered_and_train():
+    from amp_edu.optim import QUANTIZED_STATES, WEIGHT_ROUNDINGS
+    assert recipes.names(family=recipes.Family.OPTIMIZER) == (                # derived from optim's own names
+        *(f"bf16_{r}" for r in WEIGHT_ROUNDINGS), *(f"states_{k}" for k in QUANTIZED_STATES))
     task = data.get_task("blobs")
     for name in recipes.names(family=recipes.Family.OPTIMIZER):
         rec = parse_recipe(name)

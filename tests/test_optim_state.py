@@ -261,7 +261,7 @@ def test_amsgrad_keeps_the_largest_second_moment(states):
 
 
 def test_recipes_carry_amsgrad_over():
-    from amp_edu.optim.recipes import adam_settings
+    from amp_edu.recipes import adam_settings
     p = [torch.zeros(2, requires_grad=True)]
     assert adam_settings(torch.optim.AdamW(p, amsgrad=True))["amsgrad"] is True
     assert adam_settings(torch.optim.Adam(p))["amsgrad"] is False

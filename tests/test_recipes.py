@@ -6,7 +6,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from amp_edu import recipes
-from amp_edu.study import num_threads
+from amp_edu.device import num_threads
 
 
 @pytest.fixture(autouse=True)
@@ -49,7 +49,7 @@ def run(recipe, model, data, clip=None):
 def test_every_registered_name_builds_its_recipe():
     assert recipes.specs()[:9] == ("fp32", "amp_fp16", "amp_bf16", "amp_fp16_noscaler", "bf16_pure",
                                    "fp16_pure", "fp16_static_scale(S)", "fp16_master", "fp16_master_scale(S)")
-    assert {"fp8_tensorwise", "fp8_rowwise", "fp8_delayed"} <= set(recipes.specs())   # loaded on first use
+    assert {"fp8_tensorwise", "fp8_rowwise", "fp8_delayed"} <= set(recipes.specs())   # registered on import
     for spec in recipes.specs():
         r = recipes.parse_recipe(spec.replace("(S)", "(2**7)"))
         assert isinstance(r, recipes.Recipe)
@@ -158,7 +158,7 @@ def test_bad_arguments(make, err):
 
 
 def test_adding_a_recipe_is_one_registered_class(monkeypatch):
-    monkeypatch.setattr(recipes, "_REGISTRY", dict(recipes._REGISTRY))
+    monkeypatch.setattr(recipes.registry, "_REGISTRY", dict(recipes.registry._REGISTRY))
 
     @recipes.register("bf16_master_scale(S)")
     class Bf16Master(recipes.Master):
@@ -230,14 +230,87 @@ def test_a_scaler_with_only_the_five_methods_is_enough():
 
 
 @pytest.mark.slow      # a fresh interpreter
-def test_fp8_recipe_names_resolve_without_importing_fp8_first():
+def test_the_families_register_on_import_and_the_packages_below_know_nothing_of_recipes():
     import subprocess
     import sys
-    code = ("import sys; from amp_edu.recipes import parse_recipe; assert 'amp_edu.fp8' not in sys.modules; "
-            "print(parse_recipe('fp8_tensorwise').name)")
+    code = ("import sys; import amp_edu.fp8, amp_edu.fp4, amp_edu.optim; "
+            "assert not [m for m in sys.modules if m.startswith('amp_edu.recipes')], 'fp8/fp4/optim import recipes'; "
+            "from amp_edu.recipes import parse_recipe; "
+            "print(' '.join(parse_recipe(n).name for n in ('fp8_tensorwise', 'nvfp4_te', 'states_fp8')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "fp8_tensorwise"
+    assert out.stdout.strip() == "fp8_tensorwise nvfp4_te states_fp8"
+
+
+class _Recorded(recipes.Amp):
+    """amp_fp16 writing down each event and action the loop calls, in order."""
+
+    def __init__(self):
+        super().__init__(torch.float16)
+        self.calls = []
+
+    def _note(self, name, result):
+        self.calls.append(name)
+        return result
+
+    def before_fit(self, model, optimizer):
+        return self._note("before_fit", super().before_fit(model, optimizer))
+
+    def zero_grad(self):
+        return self._note("zero_grad", super().zero_grad())
+
+    def before_batch(self, x):
+        return self._note("before_batch", super().before_batch(x))
+
+    def forward_context(self):
+        return self._note("forward_context", super().forward_context())
+
+    def before_backward(self, loss):
+        return self._note("before_backward", super().before_backward(loss))
+
+    def after_backward(self):
+        return self._note("after_backward", super().after_backward())
+
+    def before_step(self, clip_grad_norm=None):
+        return self._note("before_step", super().before_step(clip_grad_norm))
+
+    def optimizer_step(self, skip):
+        return self._note("optimizer_step", super().optimizer_step(skip))
+
+    def after_step(self, skip):
+        return self._note("after_step", super().after_step(skip))
+
+
+def test_train_calls_the_events_in_the_loops_order():
+    from amp_edu import data, train
+    rec = _Recorded()
+    h = train.train(data.get_task("blobs", device="cpu", n=64), "mlp", rec, steps=2, batch_size=8, accumulate=2,
+                    clip_grad_norm=1.0, eval_every=0)
+    micro = ["before_batch", "forward_context", "before_backward"]
+    step = ["zero_grad", *micro, *micro, "after_backward", "before_step", "optimizer_step", "after_step"]
+    assert rec.calls == ["before_fit", *step, *step] and h.steps == 2
+
+
+def test_the_hand_loop_shorthands_are_the_events():
+    """``backward`` and ``step`` (for a loop written by hand) give the bits ``train``'s events give."""
+    data = batches(9, 3, bad=(1,))
+    a, b = net(), net()
+    run(recipes.Amp(torch.float16), a, data, clip=1.0)
+    rec = recipes.Amp(torch.float16)
+    rec.before_fit(b, sgd)
+    skipped = []
+    for x, y in data:
+        rec.zero_grad()
+        with rec.forward_context():
+            logits = b(rec.before_batch(x))
+        rec.before_backward(F.cross_entropy(logits.float(), y)).backward()
+        rec.after_backward()
+        result = rec.before_step(1.0)
+        rec.optimizer_step(result.skipped)
+        rec.after_step(result.skipped)
+        skipped.append(result.skipped)
+    assert skipped == [False, True, False]
+    assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
 
 
 def test_the_sets_and_families_are_read_from_the_registry_at_call_time(monkeypatch):
@@ -247,7 +320,7 @@ def test_the_sets_and_families_are_read_from_the_registry_at_call_time(monkeypat
     assert {"fp8_tensorwise", "fp8_rowwise", "fp8_delayed"} <= set(recipes.names(family=recipes.Family.FP8))
     assert recipes.entry("fp16_master_scale").family is recipes.Family.MASTER
     assert recipes.entry("amp_fp16_noscaler").factory is recipes.AmpWithoutScaler
-    monkeypatch.setattr(recipes, "_REGISTRY", dict(recipes._REGISTRY))     # registered for this test only
+    monkeypatch.setattr(recipes.registry, "_REGISTRY", dict(recipes.registry._REGISTRY))     # registered for this test only
 
     @recipes.register("fp16_clipped_pure", sets="precision")
     class ClippedPure(recipes.Pure):

@@ -19,16 +19,35 @@ def test_every_registered_recipe_has_its_own_colour_from_its_family(monkeypatch)
     assert None not in colours.values(), colours
     assert len(set(colours.values())) == len(names), f"two recipes share a colour: {colours}"
     for n, c in colours.items():
-        assert c in viz.FAMILY_PALETTES[recipes.entry(n).family], (n, c)
+        assert c in viz.FAMILY_PALETTES[recipes.entry(n).family.value], (n, c)
     assert viz.color_for("fp16_static_scale(1024)") == viz.color_for("fp16_static_scale(8)")
     assert viz.color_for("fp32") == formats.FP32.color and viz.color_for("amp_bf16") == formats.BF16.color
-    monkeypatch.setattr(recipes, "_REGISTRY", dict(recipes._REGISTRY))
-    recipes.register("fp8_blockwise", lambda: recipes.Recipe(), family=recipes.Family.FP8)
-    assert viz.color_for("fp8_blockwise") in viz.FAMILY_PALETTES[recipes.Family.FP8]   # a new one has one
+    monkeypatch.setattr(recipes.registry, "_REGISTRY", dict(recipes.registry._REGISTRY))
+    recipes.register("fp8_custom", lambda: recipes.Recipe(), family=recipes.Family.FP8)
+    assert viz.color_for("fp8_custom") in viz.FAMILY_PALETTES["fp8"]                   # a new one has one
 
 
 def test_every_family_has_a_palette():
-    assert set(viz.FAMILY_PALETTES) == set(recipes.Family)
+    assert set(viz.FAMILY_PALETTES) == {f.value for f in recipes.Family}
+
+
+def test_a_recipe_named_like_a_format_has_that_formats_colour():
+    """Format names are coloured without asking the registry; that is right only while a recipe
+    named like a format (fp32) has the format's colour."""
+    for name in recipes.names():
+        if name in viz.FORMAT_COLORS:
+            assert viz.recipe_color(name) == viz.FORMAT_COLORS[name], name
+
+
+@pytest.mark.slow      # a fresh interpreter
+def test_a_format_colour_does_not_load_the_recipes():
+    import subprocess
+    import sys
+    code = ("import sys, amp_edu.viz as v; c = v.color_for('fp16'); "
+            "print(c, sorted(m for m in sys.modules if m.startswith(('amp_edu.recipes', 'amp_edu.fp8', 'amp_edu.optim'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split(" ", 1) == [formats.FP16.color, "[]\n"]
 
 
 class _Named:

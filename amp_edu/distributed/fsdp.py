@@ -303,7 +303,7 @@ def fp8_all_gather(rank: int, world_size: int, steps: int = 3, batch: int = 32, 
 def _fp8_library(lib: str):
     """``(make_config(fp8_gather), convert(model, config), precompute)`` of one library."""
     if lib == "torchao":
-        from ..fp8.reference import import_torchao
+        from ..fp8.torchao_import import import_torchao
         status = import_torchao("torchao.float8")          # its CPU-only CUDA-extension notices filtered
         if not status:
             raise ImportError(status.error)

@@ -23,18 +23,19 @@ import torch
 
 from ..validate import check_int
 
-__all__ = ["ROUNDINGS", "round_significand", "narrow_accumulate_mm"]
+__all__ = ["ACCUMULATOR_ROUNDINGS", "round_significand", "narrow_accumulate_mm"]
 
 
-ROUNDINGS = ("nearest", "truncate")
+#: How the narrow running sum is rounded after each addition (the hardware's rule is undocumented).
+ACCUMULATOR_ROUNDINGS = ("nearest", "truncate")
 
 
 def round_significand(x: torch.Tensor, significand_bits: int, rounding: str = "nearest") -> torch.Tensor:
     """float32 ``x`` rounded to ``significand_bits`` significant bits: to nearest (ties to even)
     or truncated (toward zero)."""
     bits = check_int(significand_bits, "significand_bits", min=1, max=24)
-    if rounding not in ROUNDINGS:
-        raise ValueError(f"rounding must be one of {ROUNDINGS}, got {rounding!r}")
+    if rounding not in ACCUMULATOR_ROUNDINGS:
+        raise ValueError(f"rounding must be one of {ACCUMULATOR_ROUNDINGS}, got {rounding!r}")
     if not isinstance(x, torch.Tensor) or x.dtype != torch.float32:
         raise TypeError("x must be a float32 tensor")
     drop = 24 - bits

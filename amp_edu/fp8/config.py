@@ -29,11 +29,15 @@ torchao 0.18's ``torchao/float8/config.py`` (``ScalingType``, ``ScalingGranulari
   gradients, 128×128 blocks for weights, e4m3 everywhere; its GEMMs are the emulated
   block-scaled loop of :mod:`~amp_edu.fp8.blockgemm` (no fast kernel on a CPU).
 
-Everything that lists recipes asks :func:`recipe_names` at call time, so adding a recipe is one
-entry in :data:`_RECIPES`. Adding a *granularity* is one :class:`Granularity` member (with its
-checks here) and one branch in each of :func:`~amp_edu.fp8.gemm.cast_operand` and
-:func:`~amp_edu.fp8.gemm.gemm` (plus, if it needs one, its own module, as ``BLOCKWISE`` has
-:mod:`~amp_edu.fp8.blockgemm`); ``Float8Linear`` and the training recipes need no change.
+This module owns the names of the fp8 configurations: :func:`config_names` lists them (torchao
+calls them recipe names, hence :meth:`Float8LinearConfig.from_recipe_name`), and everything that
+lists them asks it at call time. The training recipes are derived from them
+(:mod:`amp_edu.recipes.fp8` registers ``fp8_`` + each name), so adding a configuration is one
+entry in :data:`_CONFIGS`, and it is a training recipe at once. Adding a *granularity* is one
+:class:`Granularity` member (with its checks here) and one branch in each of
+:func:`~amp_edu.fp8.gemm.cast_operand` and :func:`~amp_edu.fp8.gemm.gemm` (plus, if it needs one,
+its own module, as ``BLOCKWISE`` has :mod:`~amp_edu.fp8.blockgemm`); ``Float8Linear`` and the
+training recipes need no change.
 """
 
 from __future__ import annotations
@@ -47,8 +51,7 @@ import torch
 from ..validate import check_bool, check_int
 from .scaling import FP8_DTYPES
 
-__all__ = ["ScalingType", "Granularity", "CastConfig", "Float8LinearConfig", "recipe_names",
-           "get_config"]
+__all__ = ["ScalingType", "Granularity", "CastConfig", "Float8LinearConfig", "config_names", "get_config"]
 
 
 class ScalingType(enum.Enum):
@@ -200,12 +203,13 @@ class Float8LinearConfig:
 
     @staticmethod
     def from_recipe_name(name: str, **overrides) -> "Float8LinearConfig":
-        """The configuration of a named recipe (:func:`recipe_names`); ``overrides`` replace fields."""
+        """The named configuration ``name`` (one of :func:`config_names`; torchao's method name);
+        ``overrides`` replace fields."""
         if not isinstance(name, str):
             raise TypeError(f"recipe name must be a str, got {type(name).__name__}")
-        if name not in _RECIPES:
-            raise ValueError(f"recipe must be one of {recipe_names()}, got {name!r}")
-        return _RECIPES[name](**overrides)
+        if name not in _CONFIGS:
+            raise ValueError(f"recipe must be one of {config_names()}, got {name!r}")
+        return _CONFIGS[name](**overrides)
 
 
 def _tensorwise(**kw):
@@ -242,23 +246,24 @@ def _mxfp8(**kw):
     return Float8LinearConfig(input=m, weight=m, grad_output=m, name="mxfp8", **kw)
 
 
-_RECIPES = {"tensorwise": _tensorwise, "rowwise": _rowwise, "rowwise_with_gw_hp": _rowwise_with_gw_hp,
+#: The named configurations, in the order lessons and the recipe registry list them.
+_CONFIGS = {"tensorwise": _tensorwise, "rowwise": _rowwise, "rowwise_with_gw_hp": _rowwise_with_gw_hp,
             "delayed": _delayed, "blockwise": _blockwise, "mxfp8": _mxfp8}
 
 
-def recipe_names() -> tuple[str, ...]:
-    """Every named fp8 recipe: torchao's three, Transformer Engine-style ``delayed``, DeepSeek-V3's
-    ``blockwise`` (TE's ``Float8BlockScaling``: 1×128 / 128×128, e4m3 everywhere, emulated) and
+def config_names() -> tuple[str, ...]:
+    """Every named fp8 configuration: torchao's three recipes, Transformer Engine-style ``delayed``,
+    DeepSeek-V3's ``blockwise`` (TE's ``Float8BlockScaling``: 1×128 / 128×128, e4m3 everywhere, emulated) and
     ``mxfp8`` (OCP MX: 32-element blocks along K with e8m0 scales, e4m3 everywhere, as torchao's
     ``MXFP8Linear``; emulated, :mod:`~amp_edu.fp8.mxgemm`)."""
-    return tuple(_RECIPES)
+    return tuple(_CONFIGS)
 
 
 def get_config(config) -> Float8LinearConfig:
-    """A :class:`Float8LinearConfig`, or a recipe name."""
+    """A :class:`Float8LinearConfig`, or a name of :func:`config_names`."""
     if isinstance(config, Float8LinearConfig):
         return config
     if isinstance(config, str):
         return Float8LinearConfig.from_recipe_name(config)
-    raise TypeError(f"config must be a Float8LinearConfig or a recipe name {recipe_names()}, "
+    raise TypeError(f"config must be a Float8LinearConfig or a name of {config_names()}, "
                     f"got {type(config).__name__}")

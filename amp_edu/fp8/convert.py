@@ -6,11 +6,13 @@ model children first and replaces every ``nn.Linear`` for which
 layers share the old parameters, so an optimizer built before or after the swap updates the same
 tensors. A model that *is* an ``nn.Linear`` is returned converted (not modified in place).
 
-``recipe`` is a name from :func:`~amp_edu.fp8.config.recipe_names` (torchao's ``tensorwise``,
-``rowwise``, ``rowwise_with_gw_hp``, and TE-style ``delayed``) or a
+``recipe`` is a name of :func:`~amp_edu.fp8.config.config_names` (torchao's ``tensorwise``,
+``rowwise``, ``rowwise_with_gw_hp``, TE-style ``delayed``, ...) or a
 :class:`~amp_edu.fp8.config.Float8LinearConfig`, e.g.
 ``Float8LinearConfig.from_recipe_name("delayed", history_len=4, margin=1)``. Keep the first and
-last layers out with the filter, e.g. ``module_filter_fn=lambda m, name: name not in ("embed", "head")``.
+last layers out with the filter, e.g. ``module_filter_fn=lambda m, name: name not in ("embed", "head")``,
+or :func:`keep_head`, the course's filter (every linear layer but the output ``head``), which the
+training recipes and the NVFP4 converter (:mod:`amp_edu.fp4.linear`) use.
 
 For FSDP2's fp8 all-gather pass ``Float8LinearConfig.from_recipe_name("tensorwise",
 enable_fsdp_float8_all_gather=True)``: each converted weight becomes a new ``nn.Parameter`` over the
@@ -28,7 +30,13 @@ from torch import nn
 from .config import get_config
 from .linear import Float8Linear
 
-__all__ = ["convert_to_float8_training", "swap_linears"]
+__all__ = ["convert_to_float8_training", "swap_linears", "keep_head"]
+
+
+def keep_head(module: nn.Module, fqn: str) -> bool:
+    """The course's module filter: convert every linear layer except one named ``head`` (the
+    output), as torchao and Transformer Engine recommend for the last layer."""
+    return fqn.split(".")[-1] != "head"
 
 
 def convert_to_float8_training(model: nn.Module, recipe="tensorwise", *,

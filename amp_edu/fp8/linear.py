@@ -29,7 +29,8 @@ With ``enable_fsdp_float8_all_gather`` the weight is a
 :class:`~amp_edu.fp8.fsdp.WeightWithFloat8AllGather`: under FSDP2 each rank casts its shard to fp8
 before the all-gather, and the gathered :class:`~amp_edu.fp8.fsdp.Float8GatheredWeight` is used in
 the output and grad_input GEMMs as it came, not cast again (tensorwise: one scale serves both).
-Without FSDP2 the wrapped weight behaves as the plain one.
+Without FSDP2 the wrapped weight behaves as the plain one. Only such a layer imports
+:mod:`~amp_edu.fp8.fsdp` (FSDP2's extension protocol): the others never load it.
 
 The bias is added outside the fp8 GEMM in the output dtype, and under CUDA autocast the input
 is cast to the autocast dtype first, both as torchao does (``torchao/float8/float8_linear.py``);
@@ -44,7 +45,6 @@ from torch import nn
 
 from .config import Float8LinearConfig, get_config
 from .delayed import AmaxHistory, DelayedMatmul
-from .fsdp import Float8GatheredWeight, float8_all_gather_weight
 from .gemm import cast_operand, gemm
 
 __all__ = ["Float8Linear"]
@@ -52,9 +52,19 @@ __all__ = ["Float8Linear"]
 
 def _cast_weight(weight_t, cast, config, dim):
     """The weight's fp8 operand: the one FSDP2 gathered in fp8, as it came, or ``weight_t`` cast now."""
-    if isinstance(weight_t, Float8GatheredWeight):
-        return weight_t.fp8
+    if config.enable_fsdp_float8_all_gather:
+        from .fsdp import Float8GatheredWeight
+        if isinstance(weight_t, Float8GatheredWeight):
+            return weight_t.fp8
     return cast_operand(weight_t, cast, config, dim=dim, weight=True)
+
+
+def _gathered_in_fp8(weight: nn.Parameter, config: Float8LinearConfig) -> nn.Parameter:
+    """``weight`` wrapped for FSDP2's fp8 all-gather when ``config`` asks for it, else itself."""
+    if not config.enable_fsdp_float8_all_gather:
+        return weight
+    from .fsdp import float8_all_gather_weight
+    return float8_all_gather_weight(weight, config.weight.dtype, config.power_of_2)
 
 
 class _Float8Matmul(torch.autograd.Function):
@@ -108,7 +118,7 @@ class Float8Linear(nn.Linear):
             self.amax_weight = AmaxHistory(c.weight.dtype, **hist).to(device)
             self.amax_grad = AmaxHistory(c.grad_output.dtype, **hist).to(device)
         if c.enable_fsdp_float8_all_gather:
-            self.weight = float8_all_gather_weight(self.weight, c.weight.dtype, c.power_of_2)
+            self.weight = _gathered_in_fp8(self.weight, c)
 
     @classmethod
     def from_float(cls, mod: nn.Linear, config="tensorwise") -> "Float8Linear":
@@ -119,9 +129,7 @@ class Float8Linear(nn.Linear):
         if new.config.delayed:                          # the amax buffers live with the weight
             for name in ("amax_input", "amax_weight", "amax_grad"):
                 setattr(new, name, getattr(new, name).to_empty(device=mod.weight.device).reset())
-        c = new.config
-        new.weight = (float8_all_gather_weight(mod.weight, c.weight.dtype, c.power_of_2)
-                      if c.enable_fsdp_float8_all_gather else mod.weight)
+        new.weight = _gathered_in_fp8(mod.weight, new.config)
         new.bias = mod.bias
         return new
 

@@ -5,7 +5,7 @@ has not set it already) before ``transformers`` is imported, so any attempt to r
 at once instead of waiting on the network. ``transformers`` imports ``torchao`` when it is installed
 (the course has it for lesson 10), and on a machine without CUDA that logs one "Failed to load ...so"
 line per CUDA extension and a torch deprecation notice;
-:func:`load` filters exactly those lines (the filter of :mod:`amp_edu.fp8.reference`) while it
+:func:`load` filters exactly those lines (the filter of :mod:`amp_edu.fp8.torchao_import`) while it
 imports.
 
 :func:`quiet` hides two messages that every Trainer run here prints and that are not about mixed
@@ -38,7 +38,7 @@ def load():
     if _LOADED:
         return _LOADED[0]
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from amp_edu.fp8.reference import _QUIET, _Drop as _DropTorchao
+    from amp_edu.fp8.torchao_import import _QUIET, _Drop as _DropTorchao
     filters = [(logging.getLogger(name), _DropTorchao(match)) for name, match in _QUIET]
     for lg, f in filters:
         lg.addFilter(f)

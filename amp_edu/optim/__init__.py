@@ -19,26 +19,26 @@ module            concept
 ``memory``        bytes per parameter counted from the tensors the optimizer really holds
 ``parity``        run torchao's optimizer and :class:`AdamW` side by side, step by step
 ``updates``       which updates a bf16 weight loses: update/weight against half an ulp
-``recipes``       ``bf16_nearest``, ``bf16_stochastic``, ``bf16_kahan``, ``states_8bit``,
-                  ``states_4bit``, ``states_fp8`` for :func:`amp_edu.train.train` and the studies
 ================  ==========================================================================
 
-Importing this package registers the recipes (``amp_edu.recipes.names(family=Family.OPTIMIZER)``;
-the registry imports it on first use).
+This package owns the choices of storage: :data:`WEIGHT_ROUNDINGS` (how a bf16 weight is written
+back: ``nearest``, ``stochastic``, ``kahan``) and :data:`QUANTIZED_STATES` (the block-wise formats
+of Adam's moments: ``8bit``, ``4bit``, ``fp8``). The training recipes built on them
+(``bf16_<rounding>``, ``states_<kind>``, for :func:`amp_edu.train.train` and the studies) are
+:mod:`amp_edu.recipes.optim`'s, which derives their names from these two tuples; this package
+knows nothing of recipes.
 """
 
-from .adamw import ROUNDINGS, STATES, AdamW
-from .blockwise import BLOCK_SIZES, KINDS
+from .adamw import STATES, WEIGHT_ROUNDINGS, AdamW
+from .blockwise import BLOCK_SIZES, QUANTIZED_STATES
 from .drop_in import Adam4bit, Adam8bit, AdamFp8, AdamW4bit, AdamW8bit, AdamWFp8, _AdamW  # noqa: F401
 from .kahan import compensation_like, kahan_add_
 from .memory import Footprint, footprint, tensor_bytes
 from .qmaps import dynamic_map, linear_map, nearest_code
-from .recipes import Bf16Weights, QuantizedStates
 from .state import QuantizedState
 from .stochastic import random_bits, round_up_probability, stochastic_round
 
-__all__ = ["AdamW", "Adam8bit", "AdamW8bit", "Adam4bit", "AdamW4bit", "AdamFp8", "AdamWFp8", "ROUNDINGS",
-           "STATES", "QuantizedState", "KINDS", "BLOCK_SIZES", "compensation_like",
+__all__ = ["AdamW", "Adam8bit", "AdamW8bit", "Adam4bit", "AdamW4bit", "AdamFp8", "AdamWFp8",
+           "WEIGHT_ROUNDINGS", "STATES", "QuantizedState", "QUANTIZED_STATES", "BLOCK_SIZES", "compensation_like",
            "kahan_add_", "Footprint", "footprint", "tensor_bytes", "dynamic_map", "linear_map", "nearest_code",
-           "Bf16Weights", "QuantizedStates", "random_bits", "round_up_probability",
-           "stochastic_round"]
+           "random_bits", "round_up_probability", "stochastic_round"]

@@ -61,15 +61,19 @@ import torch
 
 from ..scaler.dtensor import is_dtensor, local_tensor
 from ..validate import check_bool, check_int, check_number
-from .blockwise import BLOCK_SIZES, KINDS
+from .blockwise import BLOCK_SIZES, QUANTIZED_STATES
 from .kahan import compensation_like, kahan_add_
 from .state import QuantizedState
 from .stochastic import stochastic_round
 
-__all__ = ["AdamW", "ROUNDINGS", "STATES", "lerp_like_inductor", "sqrt_rounded", "check_lr"]
+__all__ = ["AdamW", "WEIGHT_ROUNDINGS", "STATES", "lerp_like_inductor", "sqrt_rounded", "check_lr"]
 
-ROUNDINGS = ("nearest", "stochastic", "kahan")
-STATES = ("param",) + KINDS           # "param": the weight's own dtype, as torch and torchao do
+#: How an fp32 result is stored into a bf16 weight (``rounding=``); the optimizer recipes
+#: ``bf16_<rounding>`` (:mod:`amp_edu.recipes.optim`) are derived from them.
+WEIGHT_ROUNDINGS = ("nearest", "stochastic", "kahan")
+#: Where Adam's moments are stored (``states=``): "param", the weight's own dtype, as torch and
+#: torchao do, or one of the block-wise :data:`~amp_edu.optim.blockwise.QUANTIZED_STATES`.
+STATES = ("param",) + QUANTIZED_STATES
 
 
 def lerp_like_inductor(start: torch.Tensor, end: torch.Tensor, weight: float) -> torch.Tensor:
@@ -131,8 +135,8 @@ class AdamW(torch.optim.Optimizer):
                 raise ValueError(f"each beta must be in [0, 1), got {b}")
         if states not in STATES:
             raise ValueError(f"states must be one of {', '.join(STATES)}, got {states!r}")
-        if rounding not in ROUNDINGS:
-            raise ValueError(f"rounding must be one of {', '.join(ROUNDINGS)}, got {rounding!r}")
+        if rounding not in WEIGHT_ROUNDINGS:
+            raise ValueError(f"rounding must be one of {', '.join(WEIGHT_ROUNDINGS)}, got {rounding!r}")
         if generator is not None and not isinstance(generator, torch.Generator):
             raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
         self.decoupled = decoupled

@@ -32,9 +32,11 @@ import torch
 
 from .qmaps import dynamic_map, linear_map, nearest_code
 
-__all__ = ["KINDS", "BLOCK_SIZES", "FP8", "qmap_for", "block_scale", "quantize", "dequantize", "codes_shape"]
+__all__ = ["QUANTIZED_STATES", "BLOCK_SIZES", "FP8", "qmap_for", "block_scale", "quantize", "dequantize", "codes_shape"]
 
-KINDS = ("8bit", "4bit", "fp8")
+#: The formats a quantized state comes in (the kinds of the table above); the optimizer recipes
+#: ``states_<kind>`` (:mod:`amp_edu.recipes.optim`) are derived from them.
+QUANTIZED_STATES = ("8bit", "4bit", "fp8")
 BLOCK_SIZES = {"8bit": 256, "4bit": 128, "fp8": 256}   # torchao.optim 0.18's defaults (adam.py)
 FP8 = torch.float8_e4m3fn
 

@@ -52,7 +52,7 @@ import torch
 
 from ..validate import check_bool, check_int
 from . import blockwise
-from .blockwise import BLOCK_SIZES, FP8, KINDS
+from .blockwise import BLOCK_SIZES, FP8, QUANTIZED_STATES
 
 __all__ = ["QuantizedState", "is_quantized_state"]
 
@@ -69,8 +69,8 @@ def _implements(*ops):
 
 
 def _check_kind(kind) -> str:
-    if kind not in KINDS:
-        raise ValueError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
+    if kind not in QUANTIZED_STATES:
+        raise ValueError(f"kind must be one of {', '.join(QUANTIZED_STATES)}, got {kind!r}")
     return kind
 
 

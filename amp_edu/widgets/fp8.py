@@ -20,12 +20,13 @@ from ..fp8.mx import mx_roundtrip
 from ..validate import check_number
 from .base import Explorer, show_figure
 
-__all__ = ["KINDS", "BLOCK_SIZES", "FP8_FORMATS", "test_tensor", "scaling_errors", "summary_text",
+__all__ = ["SCALE_GRANULARITIES", "BLOCK_SIZES", "FP8_FORMATS", "test_tensor", "scaling_errors", "summary_text",
            "errors_figure", "Fp8ScalingExplorer", "fp8_scaling_explorer"]
 
 BLOCK_SIZES = (16, 32, 64, 128)
 FP8_FORMATS = {"fp8_e4m3": torch.float8_e4m3fn, "fp8_e5m2": torch.float8_e5m2}
-KINDS = ("per-tensor", "row-wise", "1xK tile", "KxK block", "MX-K (e8m0)")
+#: How many elements share one scale, as the chart labels them (K: the block size chosen).
+SCALE_GRANULARITIES = ("per-tensor", "row-wise", "1xK tile", "KxK block", "MX-K (e8m0)")
 
 
 def _label(kind: str, k: int) -> str:
@@ -57,12 +58,13 @@ def scaling_errors(outlier_log10: float, block: int = 32, fmt: str = "fp8_e4m3",
         raise ValueError(f"fmt must be one of {tuple(FP8_FORMATS)}, got {fmt!r}")
     dt = FP8_FORMATS[fmt]
     x, mask = test_tensor(10.0 ** outlier_log10, rows, cols, seed)
+    tensor, row, tile, square, mx = SCALE_GRANULARITIES
     qs = {
-        "per-tensor": block_roundtrip(x, (rows, cols), dt),
-        "row-wise": block_roundtrip(x, (1, cols), dt),
-        _label("1xK tile", block): block_roundtrip(x, (1, block), dt),
-        _label("KxK block", block): block_roundtrip(x, (block, block), dt),
-        _label("MX-K (e8m0)", block): mx_roundtrip(x, fmt, block),
+        tensor: block_roundtrip(x, (rows, cols), dt),
+        row: block_roundtrip(x, (1, cols), dt),
+        _label(tile, block): block_roundtrip(x, (1, block), dt),
+        _label(square, block): block_roundtrip(x, (block, block), dt),
+        _label(mx, block): mx_roundtrip(x, fmt, block),
     }
     keep = ~mask
     return {k: {"error": relative_error(x, q, exclude=mask),

@@ -1,4 +1,4 @@
-"""The optimizer-precision recipes for :func:`amp_edu.train.train` and :mod:`amp_edu.study`.
+"""The optimizer-precision recipes (lesson 12) for :func:`amp_edu.train.train` and :mod:`amp_edu.study`.
 
 Each recipe keeps the run's optimizer *settings* (Adam or AdamW, lr, betas, eps, weight decay: what
 ``train(..., optimizer="adamw", lr=...)`` asked for) and changes only how the weights and Adam's
@@ -20,18 +20,24 @@ recipe                  weights         Adam's moments           the weight is w
 
 The bf16 recipes run the forward and backward in bf16 too (the model is cast, inputs as well, as
 ``bf16_pure`` does); the quantized-state recipes are fp32 training with smaller optimizer state.
-Importing :mod:`amp_edu.optim` registers the names with :func:`amp_edu.recipes.register`::
+The optimizer is replaced in ``before_fit``, the only event these recipes change::
 
-    import amp_edu.optim
     train(task, "mlp", "bf16_kahan", optimizer="adamw", lr=1e-4)
+
+The names are not written here: :mod:`amp_edu.optim` owns the choices, and this module registers
+``bf16_`` + each of :data:`amp_edu.optim.WEIGHT_ROUNDINGS` (how a bf16 weight is written back) and
+``states_`` + each of :data:`amp_edu.optim.QUANTIZED_STATES` (the block-wise state formats), so
+``amp_edu.recipes.names(family=Family.OPTIMIZER)`` follows them.
 """
 
 from __future__ import annotations
 
 import torch
 
-from ..recipes import Family, Pure, Recipe, register
-from .adamw import AdamW
+from ..optim import QUANTIZED_STATES, WEIGHT_ROUNDINGS, AdamW
+from .amp import Pure
+from .base import Family, Recipe
+from .registry import register
 
 __all__ = ["OptimRecipe", "Bf16Weights", "QuantizedStates", "adam_settings"]
 
@@ -64,7 +70,8 @@ class OptimRecipe(Recipe):
 
 
 class Bf16Weights(OptimRecipe, Pure):
-    """bf16 weights and moments; each step computed in fp32 and stored with ``rounding``."""
+    """bf16 weights and moments; each step computed in fp32 and stored with ``rounding`` (one of
+    :data:`~amp_edu.optim.WEIGHT_ROUNDINGS`: "nearest", "stochastic", "kahan")."""
 
     def __init__(self, rounding: str = "nearest") -> None:
         Pure.__init__(self, torch.bfloat16)
@@ -73,7 +80,8 @@ class Bf16Weights(OptimRecipe, Pure):
 
 
 class QuantizedStates(OptimRecipe):
-    """fp32 weights; Adam's moments stored block-wise in ``states`` ("8bit", "4bit", "fp8")."""
+    """fp32 weights; Adam's moments stored block-wise in ``states`` (one of
+    :data:`~amp_edu.optim.QUANTIZED_STATES`: "8bit", "4bit", "fp8")."""
 
     def __init__(self, states: str = "8bit") -> None:
         super().__init__()
@@ -81,7 +89,7 @@ class QuantizedStates(OptimRecipe):
         self.name = f"states_{states}"
 
 
-for _r in ("nearest", "stochastic", "kahan"):
+for _r in WEIGHT_ROUNDINGS:
     register(f"bf16_{_r}", lambda r=_r: Bf16Weights(r))
-for _s in ("8bit", "4bit", "fp8"):
+for _s in QUANTIZED_STATES:
     register(f"states_{_s}", lambda s=_s: QuantizedStates(s))

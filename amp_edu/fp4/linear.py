@@ -1,7 +1,7 @@
 """An NVFP4 linear layer for training, emulated: three GEMMs on NVFP4 operands, Transformer Engine's tricks.
 
 A linear layer ``y = x Wᵀ + b`` runs three GEMMs, and each quantizes its two operands to NVFP4
-(:mod:`~amp_edu.fp8.nvfp4`: 16-element blocks along the GEMM's *reduction* dimension, an e4m3
+(:mod:`~amp_edu.fp4.nvfp4`: 16-element blocks along the GEMM's *reduction* dimension, an e4m3
 scale per block, an fp32 scale per operand) before multiplying::
 
     forward   y  = x  · Wᵀ     reduce over in_features   x: blocks along K     W: blocks along K
@@ -16,14 +16,14 @@ recipe/__init__.py`` lines 499-505 at commit d0067d0), every quantization starts
 high-precision tensor: the layer saves ``x`` and ``W`` and quantizes them again in backward
 along the other dimension, never re-quantizing a quantized tensor.
 
-Three switches in :class:`NVFP4LinearConfig` are Transformer Engine's training tricks
-(``NVFP4BlockScaling``, same file, lines 593-609; Pretraining Large Language Models with NVFP4,
-arXiv:2509.25149):
+Three switches in :class:`~amp_edu.fp4.config.NVFP4LinearConfig` are Transformer Engine's
+training tricks (``NVFP4BlockScaling``, same file, lines 593-609; Pretraining Large Language
+Models with NVFP4, arXiv:2509.25149):
 
 * ``stochastic_rounding``: the gradient ``dY`` is rounded stochastically (unbiased: on average
   it is the exact value) in both backward GEMMs; ``x`` and ``W`` round to nearest. TE:
   ``fp4_quant_bwd_grad`` has ``stochastic_rounding=True``, the two forward quantizers ``False``.
-* ``rht_wgrad``: the random Hadamard transform (:mod:`~amp_edu.fp8.hadamard`) on the two inputs
+* ``rht_wgrad``: the random Hadamard transform (:mod:`~amp_edu.fp4.hadamard`) on the two inputs
   of the weight-gradient GEMM, along the tokens, before they are quantized (and before their
   per-tensor amax is taken). TE: the column-wise quantization of the input and of the gradient.
   The product is unchanged in exact arithmetic, so the GEMM needs no inverse.
@@ -39,7 +39,7 @@ only, ``hadamard_quantize_row_col_triton.py`` lines 243-249; it saves the quanti
 Blackwell (SM100) GPU, bf16 and dimensions that are multiples of 128: it cannot run on a CPU.
 The layer's output bias and its gradient stay in high precision, and which layers are NVFP4 at
 all is the converter's ``module_filter_fn`` (the course keeps the output head in high precision,
-:func:`~amp_edu.fp8.training.keep_head`; the paper's abstract names "selective high-precision
+:func:`~amp_edu.fp8.convert.keep_head`; the paper's abstract names "selective high-precision
 layers" among its method, arXiv 2509.25149). NVFP4 GEMMs need every dimension that is blocked to be a multiple of 16:
 ``in_features``, ``out_features`` and, when a backward can follow, the number of tokens (the
 wgrad GEMM's reduction; a forward under ``torch.no_grad()``, an evaluation, blocks along
@@ -52,63 +52,17 @@ be repeated bit for bit; TE draws from torch's CUDA generator (philox offsets,
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
 from typing import Callable
 
 import torch
 from torch import nn
 
-from ..validate import check_bool
+from ..fp8.convert import keep_head, swap_linears
 from . import hadamard
-from .convert import swap_linears
+from .config import get_config
 from .nvfp4 import NVFP4_BLOCK, TILES, nvfp4_quantize, per_tensor_scale
-from .training import keep_head
 
-__all__ = ["NVFP4LinearConfig", "recipe_names", "nvfp4_qdq", "NVFP4Linear", "convert_to_nvfp4_training"]
-
-
-@dataclass(frozen=True)
-class NVFP4LinearConfig:
-    """Which of Transformer Engine's NVFP4 training tricks a layer uses (all off: plain NVFP4,
-    round-to-nearest 1×16 blocks for every operand). ``rht_signs``: the Hadamard transform's
-    sign vector (TE's fixed one by default)."""
-
-    stochastic_rounding: bool = False
-    rht_wgrad: bool = False
-    weight_2d: bool = False
-    rht_signs: tuple = hadamard.TE_SIGNS
-
-    def __post_init__(self):
-        for name in ("stochastic_rounding", "rht_wgrad", "weight_2d"):
-            check_bool(getattr(self, name), name)
-        object.__setattr__(self, "rht_signs", hadamard._check_signs(self.rht_signs))
-
-    @property
-    def weight_tile(self) -> tuple:
-        return TILES[1] if self.weight_2d else TILES[0]
-
-    @classmethod
-    def from_recipe_name(cls, name: str, **overrides) -> "NVFP4LinearConfig":
-        """One of :func:`recipe_names`, with fields replaced by ``overrides``."""
-        if name not in _RECIPES:
-            raise ValueError(f"recipe must be one of {recipe_names()}, got {name!r}")
-        return replace(_RECIPES[name], **overrides)
-
-
-#: The named configurations, each adding one trick to the one before; ``nvfp4_te`` is
-#: Transformer Engine's ``NVFP4BlockScaling()`` default (all three on).
-_RECIPES = {
-    "nvfp4": NVFP4LinearConfig(),
-    "nvfp4_sr": NVFP4LinearConfig(stochastic_rounding=True),
-    "nvfp4_sr_rht": NVFP4LinearConfig(stochastic_rounding=True, rht_wgrad=True),
-    "nvfp4_te": NVFP4LinearConfig(stochastic_rounding=True, rht_wgrad=True, weight_2d=True),
-}
-
-
-def recipe_names() -> tuple[str, ...]:
-    """``nvfp4`` (plain), ``nvfp4_sr`` (+ stochastic rounding of gradients), ``nvfp4_sr_rht``
-    (+ the Hadamard transform on the wgrad GEMM's inputs), ``nvfp4_te`` (+ 16×16 weight tiles)."""
-    return tuple(_RECIPES)
+__all__ = ["nvfp4_qdq", "NVFP4Linear", "convert_to_nvfp4_training"]
 
 
 def nvfp4_qdq(t: torch.Tensor, *, rounding: str = "nearest", generator: torch.Generator | None = None,
@@ -167,7 +121,7 @@ class NVFP4Linear(nn.Linear):
     def __init__(self, in_features: int, out_features: int, bias: bool = True, *, config=None,
                  generator: torch.Generator | None = None, device=None, dtype=None):
         super().__init__(in_features, out_features, bias, device=device, dtype=dtype)
-        self.config = _config(config)
+        self.config = get_config(config)
         _check_multiple(in_features, "in_features", self.weight.shape)
         _check_multiple(out_features, "out_features", self.weight.shape)
         if generator is not None and not isinstance(generator, torch.Generator):
@@ -204,16 +158,6 @@ class NVFP4Linear(nn.Linear):
                 f"rht_wgrad={c.rht_wgrad}, weight_2d={c.weight_2d}")
 
 
-def _config(config) -> NVFP4LinearConfig:
-    if config is None:
-        return NVFP4LinearConfig()
-    if isinstance(config, str):
-        return NVFP4LinearConfig.from_recipe_name(config)
-    if not isinstance(config, NVFP4LinearConfig):
-        raise TypeError(f"config must be an NVFP4LinearConfig or one of {recipe_names()}, got {config!r}")
-    return config
-
-
 def convert_to_nvfp4_training(model: nn.Module, config="nvfp4", *,
                               module_filter_fn: Callable[[nn.Module, str], bool] | None = keep_head,
                               generator: torch.Generator | None = None) -> nn.Module:
@@ -222,6 +166,6 @@ def convert_to_nvfp4_training(model: nn.Module, config="nvfp4", *,
     ``generator``; returns ``model``."""
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be an nn.Module, got {type(model).__name__}")
-    config = _config(config)
+    config = get_config(config)
     return swap_linears(model, lambda m: NVFP4Linear.from_float(m, config, generator=generator),
                         module_filter_fn, root=False, plain_only=True)

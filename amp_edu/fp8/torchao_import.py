@@ -1,4 +1,4 @@
-"""Import torchao, the library ``amp_edu.fp8`` is checked against, with its CPU noise filtered.
+"""Import torchao, the library the course checks itself against, with its CPU noise filtered.
 
 On a machine without CUDA, ``import torchao`` logs a warning for each CUDA extension it cannot
 load (``Failed to load .../_C_cutlass_90a.abi3.so: ...``) and torch logs a deprecation notice
@@ -6,21 +6,48 @@ about ``register_constant`` on an Enum. Neither is an error for fp8 training on 
 :func:`import_torchao` filters exactly those two messages (nothing else: any other warning or
 an import error still shows) and tells whether torchao imported, so a lesson can say so.
 
-Only the comparison code (lesson cells and ``tests/``) calls this: ``amp_edu.fp8`` itself never
-imports torchao.
+It imports one of the torchao modules the course compares with, :data:`TORCHAO_MODULES`, each by
+a plain ``import`` statement. Only the comparison code (lesson cells, ``tests/``, the
+distributed lesson's torchao run and :mod:`amp_edu.hf`, whose ``transformers`` imports torchao)
+calls it: ``amp_edu.fp8`` itself never imports torchao.
 """
 
 from __future__ import annotations
 
-import importlib
 import logging
 
-__all__ = ["import_torchao", "TorchaoStatus"]
+__all__ = ["import_torchao", "TorchaoStatus", "TORCHAO_MODULES"]
 
 _QUIET = (
     ("torchao", lambda msg: msg.startswith("Failed to load ") and ".so" in msg),
     ("torch.utils._pytree", lambda msg: "is an Enum subclass and is now natively supported" in msg),
 )
+
+
+def _float8():
+    import torchao.float8  # noqa: F401
+
+
+def _optim():
+    import torchao.optim  # noqa: F401
+
+
+def _mx_tensor():
+    import torchao.prototype.mx_formats.mx_tensor  # noqa: F401
+
+
+def _nvfp4_tensor():
+    import torchao.prototype.mx_formats.nvfp4_tensor  # noqa: F401
+
+
+#: The torchao modules the course compares with (lessons 10, 12, 13, the tests), each imported by
+#: a plain statement: fp8 training, the low-bit optimizers, MX and NVFP4 tensors.
+TORCHAO_MODULES = {
+    "torchao.float8": _float8,
+    "torchao.optim": _optim,
+    "torchao.prototype.mx_formats.mx_tensor": _mx_tensor,
+    "torchao.prototype.mx_formats.nvfp4_tensor": _nvfp4_tensor,
+}
 
 
 class _Drop(logging.Filter):
@@ -46,8 +73,11 @@ class TorchaoStatus:
                 if self.ok else f"torchao not available: {self.error}")
 
 
-def import_torchao(submodule: str = "torchao.float8") -> TorchaoStatus:
-    """Import ``submodule`` with torchao's CPU-only notices filtered; never raises ImportError."""
+def import_torchao(module: str = "torchao.float8") -> TorchaoStatus:
+    """Import ``module`` (one of :data:`TORCHAO_MODULES`) with torchao's CPU-only notices
+    filtered; never raises ImportError (the status says why not)."""
+    if module not in TORCHAO_MODULES:
+        raise ValueError(f"module must be one of {', '.join(TORCHAO_MODULES)}, got {module!r}")
     counted = []
 
     class _Count(_Drop):
@@ -61,7 +91,7 @@ def import_torchao(submodule: str = "torchao.float8") -> TorchaoStatus:
     for logger, f in filters:
         logger.addFilter(f)
     try:
-        importlib.import_module(submodule)
+        TORCHAO_MODULES[module]()
         import torchao
         return TorchaoStatus(True, getattr(torchao, "__version__", "?"), None, len(counted))
     except ImportError as exc:
