@@ -21,8 +21,9 @@ pytestmark = pytest.mark.usefixtures("one_thread")      # tests/conftest.py
 
 
 def _loop(*, mean=False, decay_all=False, warmup=True, reseed=True, cache_off=True, clip=True, shuffle=False,
-          scaled=True):
-    """The Trainer's loop (written apart from the solution's), with one classic difference switchable."""
+          scaled=True, ignored=-100, collate=True, train=True, always_scaler=False, schedule=None):
+    """The Trainer's loop (written apart from the solution's), with one classic difference switchable.
+    ``schedule``: a ``(steps, warmup) -> lr_lambda`` to use instead of transformers' own."""
     def reproduce_trainer(model, dataset, plan, cfg):
         model.to(plan.device)
         if cache_off:
@@ -37,18 +38,20 @@ def _loop(*, mean=False, decay_all=False, warmup=True, reseed=True, cache_off=Tr
                    {"params": [p for p in params if id(p) in no_decay], "weight_decay": 0.0}])
         opt = torch.optim.AdamW(groups, lr=cfg["lr"], fused=True)
         n, w = cfg["steps"], cfg["warmup_steps"] if warmup else 0
-        sched = transformers.get_linear_schedule_with_warmup(opt, w, n)
-        scaler = torch.amp.GradScaler(plan.device) if plan.scaler and scaled else None
+        sched = (transformers.get_linear_schedule_with_warmup(opt, w, n) if schedule is None else
+                 torch.optim.lr_scheduler.LambdaLR(opt, schedule(n, w)))
+        scaler = torch.amp.GradScaler(plan.device) if (plan.scaler and scaled) or always_scaler else None
         losses, epoch = [], 0
         while len(losses) < n:
             sampler = (None if shuffle else
                        RandomSampler(dataset, generator=torch.Generator().manual_seed(cfg["seed"] + epoch)))
             for batch in DataLoader(dataset, cfg["batch_size"], sampler=sampler, shuffle=shuffle or None,
-                                    collate_fn=transformers.default_data_collator):
+                                    collate_fn=transformers.default_data_collator if collate else None):
                 if len(losses) == n:
                     break
-                model.train()
-                kw = {} if mean else {"num_items_in_batch": batch["labels"].ne(-100).sum()}
+                if train:
+                    model.train()
+                kw = {} if mean else {"num_items_in_batch": batch["labels"].ne(ignored).sum()}
                 with torch.autocast(plan.device, dtype=plan.dtype, enabled=plan.dtype is not None):
                     loss = model(**batch, **kw).loss.float()
                 (scaler.scale(loss) if scaler else loss).backward()
@@ -85,6 +88,69 @@ def test_a_loop_equal_to_the_trainer_passes(capsys):
 def test_each_classic_difference_fails_with_its_hint(wrong, hint):
     with pytest.raises(CheckFailed, match=hint):
         l14.check_reproduce_trainer(_loop(**wrong))
+
+
+def _late_denominator(n, w):          # the decay divides by max(2, steps - warmup): one step too gentle at the end
+    return lambda k: k / max(1, w) if k < w else max(0.0, (n - k) / max(2, n - w))
+
+
+def _zero_denominator(n, w):          # divides by steps - warmup: 0/0 at the last call when warmup == steps
+    return lambda k: k / max(1, w) if k < w else max(0.0, (n - k) / (n - w))
+
+
+@pytest.mark.parametrize("wrong, where, hint", [
+    (dict(ignored=100), "padded windows", "not -100 in num_items_in_batch"),       # counts the padding
+    (dict(collate=False), "padded windows", "default_data_collator"),              # torch's collate on lists
+    (dict(train=False), "padded windows", r"model.train\(\)"),                   # the model came in eval mode
+    (dict(always_scaler=True), "blows up", "GradScaler only when plan.scaler"),    # skips the NaN steps
+    (dict(schedule=_late_denominator), "padded windows", "warmup_steps"),          # warmup = steps - 1 shows it
+    (dict(schedule=_zero_denominator), "fp16 as on a GPU", r"max\(1, steps − warmup_steps\)"),  # warmup = steps
+])
+def test_what_only_padded_data_an_eval_model_a_nan_run_or_a_long_warmup_shows(wrong, where, hint):
+    with pytest.raises(CheckFailed, match=hint) as info:
+        l14.check_reproduce_trainer(_loop(**wrong))
+    assert where in str(info.value)
+
+
+def test_a_loop_that_never_stops_is_stopped_with_its_hint():
+    def endless(model, dataset, plan, cfg):
+        losses = _loop()(model, dataset, plan, {**cfg, "steps": 10 ** 9})     # its counter never reaches the end
+        return losses[:cfg["steps"]]
+    with pytest.raises(CheckFailed, match="did not stop"):
+        l14.check_reproduce_trainer(endless)
+
+    def no_batches(model, dataset, plan, cfg):
+        step = epoch = 0
+        while step < cfg["steps"]:           # forgets to iterate the loader: never trains, never ends
+            RandomSampler(dataset, generator=torch.Generator().manual_seed(cfg["seed"] + epoch))
+            epoch += 1
+    with pytest.raises(CheckFailed, match="did not stop"):
+        l14.check_reproduce_trainer(no_batches)
+
+
+def test_lying_losses_fail():
+    class Loss(float):
+        def __eq__(self, other):
+            return True
+    def liar(model, dataset, plan, cfg):
+        return [Loss(v) for v in _loop()(model, dataset, plan, cfg)]
+    with pytest.raises(CheckFailed, match="Python floats"):
+        l14.check_reproduce_trainer(liar)
+
+
+def test_the_plan_builds_what_the_cases_describe():
+    padded = next(c for c in l14.reproduce_cases() if "padded_seed" in c)        # also the eval-mode model's run
+    data = plan.dataset_for(padded)
+    assert all(type(w["input_ids"]) is list and len(w["labels"]) == padded["sizes"]["block_size"] for w in data)
+    assert any(-100 in w["labels"] for w in data) and all(w["labels"][:2].count(-100) == 0 for w in data)
+    assert all((w["labels"][i] == -100) == (w["attention_mask"][i] == 0) for w in data for i in range(len(w["labels"])))
+    assert not plan.model_for(padded).training and plan.model_for(l14.reproduce_cases()[0]).training
+    assert data == plan.dataset_for(padded)                     # drawn from the case's seed: the same for the judge
+    blows = next(c for c in l14.reproduce_cases() if "blows up" in c["label"])
+    ref = l14._trainer_reference(blows)
+    assert any(v != v for v in ref.losses) and any(bool(w.isnan().any()) for w in ref.weights.values())
+    warm = {c["cfg"]["steps"] - c["cfg"]["warmup_steps"] for c in l14.reproduce_cases()}
+    assert {0, 1} <= warm                 # warmup over the whole run, and ending one step before the last
 
 
 def test_a_loop_without_the_plans_scaler_fails_on_the_gpu_path_run():

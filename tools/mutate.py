@@ -570,25 +570,35 @@ def apply_claims(records, found, lessons, function=None) -> list[dict]:
     """Turn each survivor that ``mutation_equivalents.CLAIMS`` names into ``equivalent`` if the
     original and the mutant agree on the claim's whole input set; a survivor whose claim fails stays
     ``survived`` (with why); returns records for the claims that name no surviving mutant."""
+    import torch
     from mutation_equivalents import CLAIMS, verify   # beside this file
     claims = {(c.lesson, c.function, c.line, c.operator, c.original, c.replacement, c.nth): c for c in CLAIMS
               if c.lesson in {str(x)[:2] for x in lessons} and (not function or c.function == function)}
     runners: dict = {}
     used = set()
-    for r in records:
-        if not r["key"]:
-            continue
-        k = (r["lesson"],) + tuple(r["key"])
-        if k not in claims:
-            continue
-        used.add(k)
-        if r["status"] != "survived":
-            r["claim"] = f"claimed equivalent, but {r['by']} tells it apart"
-            continue
-        m = found[k]
-        runner = runners.get(m.lesson) or runners.setdefault(m.lesson, Runner(load(m.lesson)))
-        ok, detail = verify(claims[k], runner.namespace()[m.function], runner.namespace({m.cell: m.source})[m.function])
-        r["status"], r["detail"] = ("equivalent", claims[k].reason) if ok else ("survived", f"claim refuted: {detail}")
+    threads = torch.get_num_threads()
+    # one thread, as the workers run the mutants (worker_main): the claims' inputs are small (a tiny model's
+    # training runs at most), and on a busy machine more threads only wait on each other (lesson 14's claims
+    # take 7x longer on two)
+    torch.set_num_threads(1)
+    try:
+        for r in records:
+            if not r["key"]:
+                continue
+            k = (r["lesson"],) + tuple(r["key"])
+            if k not in claims:
+                continue
+            used.add(k)
+            if r["status"] != "survived":
+                r["claim"] = f"claimed equivalent, but {r['by']} tells it apart"
+                continue
+            m = found[k]
+            runner = runners.get(m.lesson) or runners.setdefault(m.lesson, Runner(load(m.lesson)))
+            ok, detail = verify(claims[k], runner.namespace()[m.function],
+                                runner.namespace({m.cell: m.source})[m.function])
+            r["status"], r["detail"] = ("equivalent", claims[k].reason) if ok else ("survived", f"claim refuted: {detail}")
+    finally:
+        torch.set_num_threads(threads)
     stale = []
     for k, c in claims.items():
         if k not in used:

@@ -324,6 +324,39 @@ def _kernel_names_inputs():
     return [((names,), {})]
 
 
+def _trainer_loop_input(case: dict) -> tuple[tuple, dict]:
+    """``reproduce_trainer``'s arguments for a described run, as exercise 14's plan builds them."""
+    from amp_edu import hf
+    from amp_edu.plans import l14 as plan
+    with hf.quiet():
+        p = hf.Plan("cpu", torch.float16, True) if case.get("gpu_path") else hf.plan_for(case["setting"], "cpu")
+        model = plan.model_for(case)
+        model.loss_function     # transformers' once-per-process loss_type notice, given here where quiet() hides it
+        return (model, plan.dataset_for(case), p, dict(case["cfg"])), {}
+
+
+def _reproduce_inputs():
+    """The grader's five runs (fp32 over two epochs, bf16, fp16 with a GradScaler, padded windows as lists
+    with the model in eval mode, a bf16 run that turns NaN), built as the plan builds them."""
+    from amp_edu.checks import l14
+    return [_trainer_loop_input(case) for case in l14.reproduce_cases()]
+
+
+def _schedule_inputs():
+    """The grader's runs, and short fp32 runs of 1 to 4 steps with every warmup from 0 to steps + 1: the
+    schedule's factor is evaluated at k = 0 .. steps, and these hold k < warm, k = warm, warm = 1,
+    warm = steps − 1, warm = steps and warm > steps."""
+    from amp_edu.checks import l14
+    out = _reproduce_inputs()
+    for steps in (1, 2, 3, 4):
+        for warm in range(steps + 2):
+            cfg = {"lr": 2e-3, "steps": steps, "batch_size": l14._SIZES["batch_size"], "seed": 7, "weight_decay": 0.1,
+                   "warmup_steps": warm, "max_grad_norm": 1.0}
+            out.append(_trainer_loop_input({"setting": "fp32", "cfg": cfg,
+                                            "sizes": {**l14._SIZES, "steps": steps, "seed": 7, "lr": 2e-3}}))
+    return out
+
+
 # ------------------------------------------------------------------------------------------------
 # the claims
 
@@ -563,4 +596,55 @@ CLAIMS: list[Claim] = [
             _kernel_names_inputs,
             (6, "constant", "'_'", "'_fused_'"), (6, "constant", "1", "2"), (8, "constant", "''", "'_'"),
             (8, "constant", "'_'", "'_fused_'")),
+    *_group("14", "reproduce_trainer",
+            "the grader runs every case on the CPU: plan.device is 'cpu' (plans/l14.py hands no other; the Trainer's "
+            "run it compares with, bit for bit, is a CPU run), and the model and every batch are built there. "
+            "Module.to('cpu') of a CPU module moves nothing and returns the module, Tensor.to('cpu') of a CPU tensor "
+            "returns the tensor itself. The exercise says so, and that on a GPU these moves matter. Input set: the "
+            "grader's five runs",
+            _reproduce_inputs,
+            (1, "drop statement", "model.to(plan.device)", "<removed>"),
+            (1, "drop call", "model.to(plan.device)", "model"),
+            (25, "drop statement", "batch = {k: v.to(plan.device) for k, v in batch.items()}", "<removed>"),
+            (25, "drop call", "v.to(plan.device)", "v")),
+    *_group("14", "reproduce_trainer",
+            "a transformers causal LM's loss is float32 already, under any autocast: ForCausalLMLoss upcasts the "
+            "logits (`logits = logits.float()`, transformers/loss/loss_utils.py) and divides by an integer count. "
+            ".float() is the identity; .double() makes a float64 copy whose item() is the same Python float, whose "
+            "backward hands float32 its exact gradient (1.0, or the GradScaler's power-of-two scale), and which the "
+            "scaler's scale (a one-element float32 tensor) multiplies back into float32. Input set: the grader's five "
+            "runs (fp32, bf16 autocast, fp16 autocast with a GradScaler, padded windows, a run that turns NaN)",
+            _reproduce_inputs,
+            (29, "drop statement", "loss = loss.float()", "<removed>"),
+            (29, "drop call", "loss.float()", "loss"),
+            (29, "dtype", "loss.float()", "loss.double()")),
+    *_group("14", "reproduce_trainer",
+            "torch.nn.utils.clip_grad_norm is the deprecated alias that returns clip_grad_norm_(...) "
+            "(torch/nn/utils/clip_grad.py, lines 240-253 at torch 2.13.0): the same in-place clip. Input set: the "
+            "grader's five runs",
+            _reproduce_inputs,
+            (32, "not in place", "torch.nn.utils.clip_grad_norm_(model.parameters(), cfg['max_grad_norm'])",
+             "torch.nn.utils.clip_grad_norm(model.parameters(), cfg['max_grad_norm'])"),
+            (37, "not in place", "torch.nn.utils.clip_grad_norm_(model.parameters(), cfg['max_grad_norm'])",
+             "torch.nn.utils.clip_grad_norm(model.parameters(), cfg['max_grad_norm'])")),
+    *_group("14", "reproduce_trainer",
+            "the warmup branch returns only where k < warm, and k >= 0, so warm >= 1 there (warmup_steps is an int): "
+            "max(1, warm), max(warm, 1) and max(0, warm) are all warm, and max(2, warm) differs only at warm = 1, "
+            "where k = 0 and 0/1 = 0/2 = 0.0. Input set: the grader's runs and every warmup from 0 to steps + 1 for "
+            "1 to 4 steps",
+            _schedule_inputs,
+            (13, "swap arguments", "max(1, warm)", "max(warm, 1)"),
+            (13, "constant", "1", "2"),
+            (13, "constant", "1", "0")),
+    *_group("14", "reproduce_trainer",
+            "LambdaLR evaluates the factor at k = 0 .. steps only (once when built, once per scheduler.step(), one "
+            "per optimizer step), so steps − k >= 0 and the quotient is >= 0.0 (0 / n is +0.0): max(0.0, x), "
+            "max(x, 0.0) and max(-1.0, x) are all x; and max of two ints does not depend on their order. (The "
+            "other constants of this line are graded: warmup_steps = steps − 1 and = steps are among the runs.) "
+            "Input set: as above",
+            _schedule_inputs,
+            (14, "swap arguments", "max(0.0, (steps - k) / max(1, steps - warm))",
+             "max((steps - k) / max(1, steps - warm), 0.0)"),
+            (14, "constant", "0.0", "-1.0"),
+            (14, "swap arguments", "max(1, steps - warm)", "max(steps - warm, 1)")),
 ]
