@@ -4,16 +4,19 @@ One run proves little: two fp32 runs that differ only in their seed already end 
 losses. So the study trains every precision recipe with several seeds, and the seed fixes the
 initial weights and the batch order *the same for every recipe*: seed 3 of AMP and seed 3 of fp32
 start from the same weights and see the same batches. The runs are **paired**, so the study
-compares them seed for seed (:func:`paired_test`): the per-seed differences ``recipe − fp32``,
-their mean, a paired t-test (is the mean difference zero?) with its two-sided p-value, and a sign
-test (does the recipe come out above on more seeds than chance gives?), with the number of seeds.
+compares them seed for seed (:func:`amp_edu.measure.stats.paired_test`): the per-seed differences
+``recipe − fp32``, their mean, a paired t-test (is the mean difference zero?) with its two-sided
+p-value, and a sign test (does the recipe come out above on more seeds than chance gives?), with
+the number of seeds.
 Luck of the seed, which moves both runs of a pair alike, cancels in the difference; comparing a
 mean gap with fp32's unpaired seed-to-seed spread would count it as noise.
 
-:func:`verdict` turns the numbers into sentences with that rule (:func:`compare_to_baseline`), so
-no conclusion is written before the run. The same test serves any paired samples, e.g. the
-interleaved rounds of a benchmark (:func:`amp_edu.bench.verdict.paired_speed_verdict`). The loop is :func:`amp_edu.train.train`; this module only repeats it over
-recipes and seeds, summarises and plots::
+:func:`verdict` turns the numbers into sentences with that rule (:func:`compare_to_baseline`, which
+grades each difference with :func:`amp_edu.measure.verdict.paired_call`), so no conclusion is
+written before the run. The same test serves any paired samples, e.g. the interleaved rounds of a
+benchmark (:func:`amp_edu.measure.verdict.paired_speed_verdict`). The loop is
+:func:`amp_edu.train.train`; this module only repeats it over recipes and seeds, summarises and
+plots::
 
     study = run_study("blobs", steps=300, seeds=(0, 1, 2), lr=0.05, optimizer="sgd", momentum=0.9)
     for row in summary(study): print(row)
@@ -21,9 +24,9 @@ recipes and seeds, summarises and plots::
     plot_curves(study, ax, "eval_loss")
 
 Step times come from :func:`step_times`, which times short runs of every recipe side by side
-(:func:`amp_edu.bench.timing.compare`), so the speed ratios are fair on a busy machine, and
-:func:`time_verdict` calls a recipe faster or slower only beyond the repeats' spread
-(:func:`amp_edu.bench.verdict.speed_verdict`).
+(:func:`amp_edu.measure.timing.compare`), so a slow drift of the machine touches every recipe
+alike; :func:`amp_edu.measure.verdict.verdict_table` prints them with a verdict per recipe, or
+none when the repeats spread so much that the machine was busy.
 
 A recipe is a name :func:`amp_edu.train.train` accepts, or a zero-argument factory returning an
 :class:`amp_edu.recipes.Recipe` (a class works), called afresh for every run. Without a list, a
@@ -39,12 +42,11 @@ import math
 import statistics
 from dataclasses import dataclass, field
 
-import torch
-
 from . import data as _data
-from .bench.timing import Timing, compare
-from .bench.verdict import speed_verdict
 from .device import num_threads   # re-exported: the study's threads= argument
+from .measure.stats import Paired, paired_test
+from .measure.timing import Timing, compare
+from .measure.verdict import paired_call
 from .recipes import Recipe
 from . import recipes as registry   # (`recipes` is the argument name of the functions below)
 from .train import parse_recipe, train
@@ -52,8 +54,7 @@ from .validate import check_int
 from .viz import color_for
 
 __all__ = ["METRICS", "num_threads", "Study", "run_study",
-           "smooth", "stats", "summary", "Paired", "paired_test", "P_CLEAR", "P_HINT", "Comparison",
-           "compare_to_baseline", "verdict", "step_times", "time_verdict",
+           "smooth", "stats", "summary", "Comparison", "compare_to_baseline", "verdict", "step_times",
            "plot_curves", "plot_finals"]
 
 
@@ -215,110 +216,6 @@ def summary(study: Study, metrics=("eval_loss", "eval_accuracy")) -> list[dict]:
 
 # --- paired comparisons: the per-seed differences -------------------------------------------------
 
-def _betacf(a: float, b: float, x: float) -> float:
-    """Continued fraction of the regularised incomplete beta function (Lentz's method)."""
-    tiny, qab, qap, qam = 1e-300, a + b, a + 1.0, a - 1.0
-    c, d = 1.0, 1.0 - qab * x / qap
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    h = d
-    for m in range(1, 300):
-        m2 = 2 * m
-        for num in (m * (b - m) * x / ((qam + m2) * (a + m2)), -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))):
-            d = 1.0 + num * d
-            d = 1.0 / (d if abs(d) > tiny else tiny)
-            c = 1.0 + num / c
-            c = c if abs(c) > tiny else tiny
-            h *= d * c
-        if abs(d * c - 1.0) < 1e-14:
-            break
-    return h
-
-
-def _betainc(a: float, b: float, x: float) -> float:
-    """The regularised incomplete beta function I_x(a, b), 0 <= x <= 1."""
-    if x <= 0.0:
-        return 0.0
-    if x >= 1.0:
-        return 1.0
-    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
-    if x < (a + 1.0) / (a + b + 2.0):
-        return front * _betacf(a, b, x) / a
-    return 1.0 - front * _betacf(b, a, 1.0 - x) / b
-
-
-def _t_two_sided(t: float, df: int) -> float:
-    """P(|T| >= |t|) for Student's t with ``df`` degrees of freedom."""
-    if math.isinf(t):
-        return 0.0
-    return _betainc(df / 2.0, 0.5, df / (df + t * t))
-
-
-def _sign_two_sided(wins: int, losses: int) -> float:
-    """Exact two-sided sign test: P(a split at least this uneven), ties left out."""
-    n = wins + losses
-    if n == 0:
-        return 1.0
-    k = min(wins, losses)
-    return min(1.0, 2.0 * sum(math.comb(n, i) for i in range(k + 1)) / 2.0 ** n)
-
-
-@dataclass(frozen=True)
-class Paired:
-    """Seed-for-seed differences ``a_i − b_i`` (only pairs where both are finite).
-
-    ``mean``/``sd``: of the differences; ``t``, ``p_t``: the paired t statistic and its two-sided
-    p-value (``n − 1`` degrees of freedom; nan below 2 pairs); ``above``/``below``/``ties``: how
-    many differences are positive, negative, zero; ``p_sign``: the exact two-sided sign test."""
-
-    n: int
-    mean: float
-    sd: float
-    t: float
-    p_t: float
-    above: int
-    below: int
-    ties: int
-    p_sign: float
-
-    def text(self) -> str:
-        """e.g. ``"paired over 3 seeds: mean difference +0.012 (sd 0.003), t = 6.9, p = 0.02;
-        3 above, 0 below (sign test p = 0.25)"``."""
-        return (f"paired over {self.n} seeds: mean difference {self.mean:+.3g} (sd {self.sd:.2g}), "
-                f"t = {self.t:.2g}, p = {self.p_t:.2g}; {self.above} above, {self.below} below"
-                f"{f', {self.ties} tied' if self.ties else ''} (sign test p = {self.p_sign:.2g})")
-
-
-def paired_test(a, b) -> Paired:
-    """Compare two paired samples: ``a[i]`` and ``b[i]`` share seed ``i`` (or round ``i``).
-
-    >>> paired_test([1.1, 2.1, 3.2], [1.0, 2.0, 3.0]).above
-    3
-    """
-    try:
-        a, b = [float(v) for v in a], [float(v) for v in b]
-    except (TypeError, ValueError):
-        raise TypeError("a and b must be sequences of numbers (one per seed, in the same order)") from None
-    if len(a) != len(b):
-        raise ValueError(f"a and b must pair up one to one, got {len(a)} and {len(b)} values")
-    diffs = [x - y for x, y in zip(a, b) if math.isfinite(x) and math.isfinite(y)]
-    n = len(diffs)
-    above, below = sum(d > 0 for d in diffs), sum(d < 0 for d in diffs)
-    mean = statistics.fmean(diffs) if diffs else math.nan
-    sd = statistics.stdev(diffs) if n > 1 else math.nan
-    if n < 2:
-        t = p = math.nan
-    elif sd == 0:
-        t, p = (0.0, 1.0) if mean == 0 else (math.copysign(math.inf, mean), 0.0)
-    else:
-        t = mean / (sd / math.sqrt(n))
-        p = _t_two_sided(t, n - 1)
-    return Paired(n, mean, sd, t, p, above, below, n - above - below, _sign_two_sided(above, below))
-
-
-P_CLEAR = 0.05     # paired-t p-value below which a difference is called clear
-P_HINT = 0.2       # ... and below which it is a hint that more seeds would settle
-
-
 @dataclass(frozen=True)
 class Comparison:
     """One recipe against the baseline on one metric, with the numbers the verdict rests on."""
@@ -338,10 +235,10 @@ def compare_to_baseline(study: Study, recipe: str, metric: str = "eval_loss", *,
                         baseline: str = "fp32") -> Comparison:
     """Compare ``recipe`` with ``baseline`` on the final ``metric``, seed for seed.
 
-    The call: ``diverged`` if any run's final value is not finite; ``same`` if every pair is
-    equal; else by the paired t-test's p-value: ``clear`` below :data:`P_CLEAR` (0.05),
-    ``unclear`` below :data:`P_HINT` (0.2: more seeds would decide), ``within`` otherwise (the
-    per-seed differences give no evidence of a difference).
+    The call: ``diverged`` if any run's final value is not finite; else the paired difference's
+    grade by :func:`amp_edu.measure.verdict.paired_call`: ``same`` if every pair is equal, else by
+    the paired t-test's p-value, ``clear`` below 0.05, ``unclear`` below 0.2 (more seeds would
+    decide), ``within`` otherwise (the per-seed differences give no evidence of a difference).
     """
     _check_study(study)
     _check_metric(metric)
@@ -353,16 +250,7 @@ def compare_to_baseline(study: Study, recipe: str, metric: str = "eval_loss", *,
     diverged = sum(not math.isfinite(v) for v in mine)
     diff = pt.mean
     better = None if (math.isnan(diff) or diff == 0) else ((diff > 0) == _HIGHER_IS_BETTER[metric])
-    if diverged:
-        call = "diverged"
-    elif pt.n and pt.ties == pt.n:
-        call = "same"
-    elif not math.isnan(pt.p_t) and pt.p_t < P_CLEAR:
-        call = "clear"
-    elif not math.isnan(pt.p_t) and pt.p_t < P_HINT:
-        call = "unclear"
-    else:
-        call = "within"
+    call = "diverged" if diverged else paired_call(pt)
     return Comparison(recipe, metric, diff, pt, stats(study.finals(baseline, metric))["std"], diverged,
                       len(mine), better, call)
 
@@ -422,7 +310,8 @@ def step_times(task, recipes=None, *, model: str | None = None, steps: int = 5, 
 
     Each timed call is a short :func:`amp_edu.train.train` run of ``steps`` steps (no evaluation),
     so the step is exactly the study's; the model build is included, spread over ``steps``.
-    :func:`amp_edu.bench.timing.compare` interleaves the recipes in ``rounds`` rounds.
+    :func:`amp_edu.measure.timing.compare` interleaves the recipes in ``rounds`` rounds;
+    :func:`amp_edu.measure.verdict.verdict_table` prints the result.
     ``threads`` see :func:`num_threads` (the CPU timer uses the thread count in force).
     """
     if isinstance(task, str):
@@ -434,35 +323,7 @@ def step_times(task, recipes=None, *, model: str | None = None, steps: int = 5, 
     with num_threads(threads):
         raw = compare(fns, device=task.device.type, warmup=1, rounds=rounds, repeats=repeats,
                       min_time_s=min_time_s)
-    return {r: Timing.from_times([t / steps for t in tm.times_s]) for r, tm in raw.items()}
-
-
-def time_verdict(times: dict[str, Timing], *, baseline: str = "fp32", device_note: str = "",
-                 load=True) -> list[str]:
-    """Sentences on each recipe's median step time relative to ``baseline`` (from :func:`step_times`).
-
-    "faster"/"slower" only when the difference exceeds the spread of the repeats, else "within
-    noise" (:func:`amp_edu.bench.verdict.speed_verdict`); a last sentence carries the busy-machine
-    caveat when the load average says so (``load``: as in ``speed_verdict``).
-    """
-    if baseline not in times:
-        raise ValueError(f"the baseline {baseline!r} was not timed")
-    b = times[baseline]
-    out, caveat = [], None
-    for r, t in times.items():
-        if r == baseline:
-            continue
-        v = speed_verdict(t, b, load=load)
-        caveat = caveat or v.caveat
-        if v.significant:
-            how = f"{max(v.ratio, 1 / v.ratio):.2f}× {v.word} (beyond the {v.rel_spread:.0%} spread of the repeats)"
-        else:
-            how = f"{v.ratio:.2f}× its time: within noise (the {v.rel_spread:.0%} spread of the repeats)"
-        out.append(f"{r}: {t.median_s * 1e3:.3g} ms per step vs {b.median_s * 1e3:.3g} ms for {baseline} — "
-                   f"{how}{device_note}.")
-    if caveat:
-        out.append(caveat[0].upper() + caveat[1:] + ".")
-    return out
+    return {r: Timing.from_times([t / steps for t in tm.times_s], cpu_share=tm.cpu_share) for r, tm in raw.items()}
 
 
 _FALLBACK = ("#8c564b", "#e377c2", "#bcbd22", "#17becf", "#7f7f7f")

@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from amp_edu import compile as comp
-from amp_edu.bench.timing import Timing
+from amp_edu.measure.timing import Timing
 
 
 def _ln_linear(x):
@@ -184,7 +184,6 @@ def test_break_even_is_noise_aware():
         comp.break_even(1.0, 0.5, _t(1, 0))
 
 
-@pytest.mark.slow
 def test_inductor_fuses_autocast_casts_and_matches_eager_with_emulated_casts():
     """Runs Inductor (a C++ build on a cold cache): the kernels it reports, its byte count, and
     emulate_precision_casts giving eager's bits."""

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from amp_edu.bench import scaler_overhead
-from amp_edu.bench.timing import Timing
+from amp_edu.measure.timing import Timing
 
 
 def _fixed(seconds):
@@ -38,11 +38,20 @@ def test_both_scalers_are_timed_in_one_side_by_side_call_and_the_figures_follow(
     assert "slower" in text                                           # 50% beyond a zero spread
 
 
-def test_a_difference_inside_the_spread_is_called_noise(monkeypatch):
-    noisy = {"torch": Timing.from_times([0.8e-3, 1.0e-3, 1.2e-3, 1.4e-3]),
-             "ours": Timing.from_times([0.9e-3, 1.05e-3, 1.25e-3, 1.4e-3])}
-    r = scaler_overhead.Result("cpu", 100, 1000, noisy, _fixed(10e-3), None)
+def test_a_difference_inside_the_spread_is_called_noise():
+    overlapping = {"torch": Timing.from_times([1.00e-3, 1.02e-3, 1.04e-3, 1.06e-3]),
+                   "ours": Timing.from_times([1.01e-3, 1.03e-3, 1.05e-3, 1.07e-3])}
+    r = scaler_overhead.Result("cpu", 100, 1000, overlapping, _fixed(10e-3), None)
     assert "within noise" in scaler_overhead.describe(r)
+
+
+def test_a_busy_machine_gets_no_verdict_and_no_share_of_a_step():
+    stalled = {"torch": Timing.from_times([0.8e-3, 1.0e-3, 1.2e-3, 1.4e-3]),       # repeats spread 45%
+               "ours": Timing.from_times([1.5e-3, 1.5e-3, 1.5e-3, 1.5e-3])}
+    r = scaler_overhead.Result("cpu", 100, 1000, stalled, _fixed(10e-3), 0.9)
+    text = scaler_overhead.describe(r)
+    assert "no verdict" in text and "the repeats of torch's spread by" in text
+    assert "slower" not in text and "% of a step" not in text and "90%" in text
 
 
 def test_the_timed_scaler_ops_leave_gradients_unchanged():

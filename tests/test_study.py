@@ -55,27 +55,6 @@ def test_compare_calls_follow_the_paired_rule():
         study.compare_to_baseline(s, "fp8", "eval_loss")
 
 
-def test_paired_test_matches_textbook_values():
-    """t and sign-test p-values against values from tables (Student's t, binomial)."""
-    d = study.paired_test([2.0, 4.0, 6.0, 5.0, 3.0, 4.0], [1.0, 1.5, 2.0, 4.5, 3.5, 1.0])
-    diffs = [1.0, 2.5, 4.0, 0.5, -0.5, 3.0]
-    assert d.mean == pytest.approx(sum(diffs) / 6) and (d.above, d.below, d.ties) == (5, 1, 0)
-    assert d.p_sign == pytest.approx(14 / 64)                          # 2·(1 + 6)/2^6
-    assert study._t_two_sided(2.0, 5) == pytest.approx(0.10194, abs=1e-5)
-    assert study._t_two_sided(2.776445, 4) == pytest.approx(0.05, abs=1e-5)
-    assert study._t_two_sided(12.706205, 1) == pytest.approx(0.05, abs=1e-5)
-    same = study.paired_test([1, 2], [1, 2])
-    assert (same.p_t, same.ties) == (1.0, 2)
-    shift = study.paired_test([2, 3], [1, 2])
-    assert shift.p_t == 0.0 and math.isinf(shift.t)
-    nan_pair = study.paired_test([1.0, math.nan, 3.0], [0.0, 1.0, 2.0])
-    assert nan_pair.n == 2                                             # a diverged seed has no pair
-    with pytest.raises(ValueError, match="pair up"):
-        study.paired_test([1, 2], [1])
-    with pytest.raises(TypeError, match="numbers"):
-        study.paired_test(["a"], [1])
-
-
 def test_verdict_sentences_are_derived_from_the_numbers():
     base = [(1.00, 0.70), (1.02, 0.72), (0.98, 0.68)]
     ok = fake({"fp32": base, "amp_fp16": [(l + d, a + d) for (l, a), d in zip(base, (0.001, -0.002, 0.0015))],
@@ -159,25 +138,14 @@ def test_num_threads_restores_the_setting():
             pass
 
 
-def test_step_times_side_by_side_and_time_verdict(tiny):
+def test_step_times_side_by_side(tiny):
+    from amp_edu.measure.verdict import verdict_table
+
     t = study.step_times(tiny, ("fp32", "amp_bf16"), model="mlp", steps=2, rounds=1, repeats=1,
                          min_time_s=0.0, threads=1, batch_size=8)
     assert set(t) == {"fp32", "amp_bf16"} and all(v.median_s > 0 for v in t.values())
-    v = study.time_verdict(t, device_note=" on this CPU", load=False)
-    assert len(v) == 1 and v[0].startswith("amp_bf16:") and "×" in v[0] and "on this CPU" in v[0]
-    with pytest.raises(ValueError):
-        study.time_verdict(t, baseline="amp_fp16")
-
-
-def test_time_verdict_is_noise_aware_and_carries_the_caveat():
-    from amp_edu.bench.timing import Timing
-    from amp_edu.bench.verdict import Load
-
-    t = {"fp32": Timing(1.0, 0.2, []), "amp_bf16": Timing(1.1, 0.2, []), "fp16_pure": Timing(3.0, 0.2, [])}
-    quiet = study.time_verdict(t, load=Load(0.1, 4, 4))
-    assert "within noise" in quiet[0] and "3.00× slower" in quiet[1] and len(quiet) == 2
-    busy = study.time_verdict(t, load=Load(9.0, 2, 2))
-    assert len(busy) == 3 and "busy" in busy[-1]
+    lines = verdict_table(t, "fp32", note=" on this CPU")
+    assert len(lines) == 3 and "amp_bf16" in lines[1] and "on this CPU" in lines[-1]   # a verdict, or none: busy
 
 
 def test_recipe_factories_and_the_no_scaler_recipe(tiny):

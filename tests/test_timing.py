@@ -16,8 +16,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from amp_edu.bench import timing
-from amp_edu.bench.timing import Timing, compare, measure
+from amp_edu.measure import timing
+from amp_edu.measure.timing import Timing, compare, measure
 
 
 class SimStream:
@@ -252,3 +252,36 @@ def test_bad_input():
         measure(lambda: None, flush_l2=True)
     with pytest.raises(ValueError):
         compare({})
+
+
+def test_rel_spread_is_the_iqr_over_the_median():
+    assert Timing(2e-3, 0.5e-3, []).rel_spread == pytest.approx(0.25)
+    assert Timing.from_times([1.0, 1.0, 1.0, 1.0]).rel_spread == 0.0
+    assert Timing(0.0, 0.0, []).rel_spread == float("inf")       # no time at all: no spread to trust
+
+
+def test_cpu_share_adds_up_the_blocks_it_watched():
+    import time as _time
+
+    share = timing.CpuShare(2)
+    assert share.value is None                                   # nothing measured yet
+    with share:
+        end = _time.perf_counter() + 0.02
+        while _time.perf_counter() < end:                        # one thread busy: half of two threads' time
+            pass
+    assert 0.0 < share.value <= 0.5 + 0.05 and share.wall_s >= 0.02
+    with share:
+        _time.sleep(0.02)                                        # asleep: no CPU time, the share halves
+    assert share.value < 0.35
+    with pytest.raises(ValueError, match="threads"):
+        timing.CpuShare(0)
+
+
+def test_cpu_timings_record_the_share_and_compare_pools_it():
+    calls = []
+    t = timing._measure_cpu(lambda: calls.append(1), repeats=3, min_time_s=0.0, warmup=0,
+                            make_timer=lambda fn: FakeTimer([1e-3]))
+    assert t.cpu_share is None                     # a fake timer takes no time: nothing to say
+    x = torch.randn(64, 64)
+    got = compare({"mm": lambda: x @ x}, rounds=2, repeats=2, min_time_s=0.005)["mm"]
+    assert got.cpu_share is not None and 0.0 < got.cpu_share <= 1.0

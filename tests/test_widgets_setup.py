@@ -2,6 +2,7 @@
 
 import pytest
 
+from amp_edu.measure.verdict import NO_VERDICT, WORDS
 from amp_edu.widgets.setup import RACE_DTYPES, MatmulRaceExplorer, race
 from widgetcheck import redraws  # noqa: E402
 
@@ -10,7 +11,7 @@ def test_race_times_both_dtypes_side_by_side():
     r = race(5, "float16", "cpu", rounds=1, repeats=2, min_time_s=0.001)
     assert r["n"] == 32 and r["dtype"] == "float16" and r["device"] == "cpu"
     assert r["fp32"].median_s > 0 and r["float16"].median_s > 0
-    assert r["verdict"].word in ("faster", "slower", "within noise")
+    assert r["verdict"].word in (*WORDS, NO_VERDICT)     # a busy machine (the test's neighbours) gets none
 
 
 @pytest.mark.parametrize("bad, exc", [(dict(log2_n=0), ValueError), (dict(log2_n=2.5), TypeError),

@@ -30,8 +30,9 @@ AMP_EDU_SMOKE=1 timeout 240 "$py" -m pytest -q -x -p no:cacheprovider -o addopts
 # the timing method itself, on real hardware
 timeout 120 "$py" - "$out/timing_check.json" <<'EOF' 2>&1 | tail -20
 import json, sys, torch
-from amp_edu.bench import timing, matmul
+from amp_edu.bench import matmul
 from amp_edu.bench.env import environment
+from amp_edu.measure import timing
 from amp_edu.device import info
 if not torch.cuda.is_available():
     print("no CUDA: timing check skipped"); sys.exit(0)

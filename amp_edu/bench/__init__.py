@@ -1,10 +1,6 @@
 """Benchmarks: measured speed, never timed tests. ``python -m amp_edu bench [--quick] [--json PATH]``.
 
 =============== ==========================================================================
-``timing``      the one timing primitive (warm-up; on CUDA many back-to-back calls per event
-                pair, warm or L2-flushed; CPU ``Timer`` with all threads; median and IQR;
-                :func:`~amp_edu.bench.timing.compare` side by side)
-``verdict``     "faster"/"slower" only beyond the measured spread, and the busy-machine caveat
 ``roofline``    FLOPs, bytes, arithmetic intensity, ridge point, memory- or compute-bound
 ``peaks``       datasheet dense peaks of known GPUs, for "% of peak"
 ``env``         what a result depends on (device, driver, torch, flags, CPU, date); TF32 switch
@@ -16,7 +12,9 @@
 ``plots``       throughput vs size, the roofline, speed-ups against claims, alignment bars
 =============== ==========================================================================
 
-(``scaler_overhead`` and ``autocast_overhead`` are lessons 04 and 05's overhead benchmarks.)
+(``scaler_overhead`` and ``autocast_overhead`` are lessons 04 and 05's overhead benchmarks.) How
+a benchmark times and when it may call one variant faster are not benchmarks but the rules under
+them, in :mod:`amp_edu.measure` (``timing``, ``verdict``), which lessons import without this package.
 
 :func:`run` does the whole benchmark for a :class:`Config` and returns the result document; the
 dtypes of each shape are timed *side by side* (interleaved rounds), so their ratios survive a
@@ -32,12 +30,13 @@ from dataclasses import asdict, dataclass, field
 import torch
 
 from ..device import info, is_smoke, pick_device
+from ..measure.load import others_busy
+from ..measure.timing import compare
+from ..recipes import names as recipe_names
 from . import report
 from .bandwidth import copy_bandwidth
-from .env import cache_sizes, environment, others_busy, precision_flags, tf32
+from .env import cache_sizes, environment, precision_flags, tf32
 from .matmul import DTYPES, fits_in, matmul_fn, operands, relative_error, result_row, slow_path, unsupported
-from .timing import compare
-from ..recipes import names as recipe_names
 from .train_step import run_train_step, slow_recipe
 from .train_step import unsupported as train_unsupported
 

@@ -4,7 +4,8 @@ Our autocast runs a little Python for every torch call in the region: look the o
 arguments, maybe cast. That cost is per *call*, not per FLOP, so it disappears behind big matmuls
 and shows on a small model where every op is tiny. We time one training step (forward in the
 region, loss, backward outside) of two MLPs, under each autocast, side by side in one run
-(:func:`amp_edu.bench.timing.compare`), and report ``ours / torch`` per model:
+(:func:`amp_edu.measure.timing.compare`), and report ``ours / torch`` per model, with the verdict
+of :func:`amp_edu.measure.verdict.speed_verdict` (none when the repeats say the machine was busy):
 
 * ``matmul-bound``: width 1024, batch 256 by default (milliseconds of matmul per layer);
 * ``overhead-bound``: width 32, batch 8 (microseconds per op: Python overhead dominates; on a
@@ -33,7 +34,6 @@ big model depends on where the Python runs relative to the work:
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import time
@@ -45,17 +45,19 @@ import torch
 from .. import models
 from ..autocast import autocast
 from ..device import num_threads, pick_device
+from ..measure.timing import Timing, compare
+from ..measure.verdict import Verdict, speed_verdict
 from ..validate import check_int
-from .timing import compare
 
-__all__ = ["Result", "MODELS", "mlp", "run", "table", "predicted_ratio", "verdict", "main"]
+__all__ = ["Result", "MODELS", "mlp", "run", "table", "predicted_ratio", "main"]
 
 MODELS = ("matmul-bound", "overhead-bound")
 
 
 @dataclass
 class Result:
-    """Median step times (s) under each autocast, their spread, and the host time of torch's step."""
+    """Median step times (s) under each autocast, their spread, the host time of torch's step, and
+    (CPU) the share of the time the timed threads ran on a core."""
 
     model: str
     width: int
@@ -68,11 +70,20 @@ class Result:
     ours_best_s: float = float("nan")
     device: str = "cpu"
     torch_host_s: float = float("nan")   # time to *issue* torch's step (CUDA); the step itself on a CPU
+    torch_cpu_share: float | None = None
+    ours_cpu_share: float | None = None
 
     @property
     def ratio(self) -> float:
         """Ratio of the medians, ours / torch."""
         return self.ours_s / self.torch_s
+
+    @property
+    def verdict(self) -> Verdict:
+        """Ours against torch's (:func:`amp_edu.measure.verdict.speed_verdict` on the medians and
+        IQRs): "faster"/"slower" beyond the spread, no verdict when the machine was busy."""
+        return speed_verdict(Timing(self.ours_s, self.ours_iqr_s, [], cpu_share=self.ours_cpu_share),
+                             Timing(self.torch_s, self.torch_iqr_s, [], cpu_share=self.torch_cpu_share))
 
     @property
     def best_ratio(self) -> float:
@@ -143,7 +154,8 @@ def run(*, width: int = 1024, batch: int = 256, quick: bool = False, device=None
             host = _host_time(steps["torch"], dev) if dev.type == "cuda" else times["torch"].median_s
         out.append(Result(name, w, b, times["torch"].median_s, times["ours"].median_s,
                           times["torch"].iqr_s, times["ours"].iqr_s,
-                          min(times["torch"].times_s), min(times["ours"].times_s), dev.type, host))
+                          min(times["torch"].times_s), min(times["ours"].times_s), dev.type, host,
+                          times["torch"].cpu_share, times["ours"].cpu_share))
     return out
 
 
@@ -166,33 +178,19 @@ def predicted_ratio(results: list[Result]) -> float:
     return 1.0 + extra / step
 
 
-def verdict(r: Result) -> str:
-    """'ours slower' / 'ours faster' when the medians differ by more than the larger IQR, else
-    'within noise'."""
-    spread = max(r.torch_iqr_s, r.ours_iqr_s)
-    diff = r.ours_s - r.torch_s
-    if abs(diff) <= spread:
-        return "within noise"
-    return "ours slower" if diff > 0 else "ours faster"
-
-
-def _load_line() -> str:
-    try:
-        load = os.getloadavg()[0]
-    except OSError:                 # pragma: no cover - not available on this platform
-        return ""
-    cores = os.cpu_count() or 1
-    busy = " (busy machine: timings are noisy)" if load > 0.7 * cores else ""
-    return f"load average {load:.2f} on {cores} cores{busy}"
-
-
 def table(results: list[Result]) -> str:
+    """The results as a table: medians and IQRs, the ratios, and the verdict word of each model
+    (ours against torch's; ``no verdict`` when its repeats say the machine was busy, and then a
+    line below saying why)."""
     lines = [f"{'model':15s} {'width':>5s} {'batch':>5s} {'torch.autocast: median (IQR)':>30s} "
-             f"{'amp_edu.autocast: median (IQR)':>32s} {'ratio':>6s} {'fastest':>8s}  verdict"]
+             f"{'amp_edu.autocast: median (IQR)':>32s} {'ratio':>6s} {'fastest':>8s}  verdict on ours"]
     for r in results:
         lines.append(f"{r.model:15s} {r.width:5d} {r.batch:5d} {r.torch_s * 1e3:17.2f} ms ({r.torch_iqr_s * 1e3:7.2f}) "
                      f"{r.ours_s * 1e3:19.2f} ms ({r.ours_iqr_s * 1e3:7.2f}) {r.ratio:5.2f}x {r.best_ratio:7.2f}x  "
-                     f"{verdict(r)}")
+                     f"{r.verdict.word}")
+    for r in results:
+        if not r.verdict.concluded:
+            lines.append(f"{r.model}: " + r.verdict.sentence("amp_edu.autocast", "torch.autocast"))
     if {r.model for r in results} == set(MODELS):
         big, small = _pair(results)
         how = ("GPU: hidden while the host is ahead of the kernels" if big.device == "cuda"
@@ -200,9 +198,6 @@ def table(results: list[Result]) -> str:
         lines.append(f"extra Python per step (small model, fastest repeats): "
                      f"{(small.ours_best_s - small.torch_best_s) * 1e3:.2f} ms -> predicted matmul-bound ratio "
                      f"{predicted_ratio(results):.3f}x ({how})")
-    load = _load_line()
-    if load:
-        lines.append(load)
     return "\n".join(lines)
 
 

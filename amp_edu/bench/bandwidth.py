@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from ..validate import check_int
-from .timing import measure
+from ..measure.timing import measure
 
 __all__ = ["copy_bandwidth"]
 

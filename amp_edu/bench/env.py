@@ -23,14 +23,15 @@ import os
 import platform
 import shutil
 import subprocess
-import time
 
 import torch
 
 from ..device import info
+from ..measure.load import others_busy
+from ..measure.timing import l2_bytes
 
-__all__ = ["tf32_enabled", "tf32", "tf32_override", "precision_flags", "others_busy", "cache_sizes",
-           "stands_for", "environment"]
+__all__ = ["tf32_enabled", "tf32", "tf32_override", "precision_flags", "cache_sizes", "stands_for",
+           "environment"]
 
 _OVERRIDE_VARS = ("TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", "NVIDIA_TF32_OVERRIDE")
 
@@ -157,32 +158,6 @@ def _driver_version() -> str | None:
     return out.strip().splitlines()[0] if out.strip() else None
 
 
-def _busy_jiffies() -> tuple[int, int] | None:
-    try:
-        with open("/proc/stat") as fh:
-            fields = [int(v) for v in fh.readline().split()[1:]]
-    except (OSError, ValueError):
-        return None
-    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
-    return sum(fields) - idle, sum(fields)
-
-
-def others_busy(window_s: float = 0.25) -> float | None:
-    """Fraction of all cores that *other* processes kept busy during a short idle wait (Linux).
-
-    This process sleeps for ``window_s`` while ``/proc/stat`` counts busy time on every core, so
-    whatever was busy was someone else. Near 0 on a quiet machine; on a shared one, a CPU
-    benchmark's multi-threaded timings are only trustworthy when it is small.
-    """
-    a = _busy_jiffies()
-    if a is None:
-        return None
-    time.sleep(window_s)
-    b = _busy_jiffies()
-    total = b[1] - a[1]
-    return round((b[0] - a[0]) / total, 3) if total > 0 else None
-
-
 def _cpu_caches(root: str = "/sys/devices/system/cpu/cpu0/cache") -> dict[str, int]:
     """``{"L1d": bytes, "L2": ..., "L3": ...}`` of CPU 0 from Linux sysfs; ``{}`` elsewhere.
 
@@ -215,7 +190,6 @@ def cache_sizes(device: torch.device | str | None = None) -> dict[str, int]:
     read from cache rather than DRAM, so it can beat a roofline drawn with DRAM bandwidth."""
     dev = torch.device(device) if device is not None else torch.device(info(None).device)
     if dev.type == "cuda":
-        from .timing import l2_bytes
         l2 = l2_bytes(dev)
         return {"L2": l2} if l2 else {}
     return _cpu_caches()

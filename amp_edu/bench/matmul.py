@@ -2,7 +2,7 @@
 
 One measurement is :func:`run_matmul`: random operands (never zeros — a GPU multiplying zeros
 draws less power and clocks higher), TF32 switched on or off *explicitly* for the run and restored
-afterwards, then :func:`amp_edu.bench.timing.measure` (warm-up, CUDA events or a CPU ``Timer``
+afterwards, then :func:`amp_edu.measure.timing.measure` (warm-up, CUDA events or a CPU ``Timer``
 with all threads, median and IQR of many repeats). Throughput is ``2·m·k·n / median`` FLOP/s.
 
 The error is the product's relative Frobenius error against float64 applied to the *same fp32
@@ -13,7 +13,7 @@ Dtype names follow ``torch.dtype`` (``float32``, ``float16``, ``bfloat16``, ``fl
 plus ``tf32``: fp32 storage with TF32 Tensor Core math. fp8 goes through ``torch._scaled_mm``
 (per-tensor scales, bf16 output): on a GPU it needs compute capability 8.9+ and dimensions
 divisible by 16; torch 2.13 also runs it on a CPU (any shape), where no fp8 units exist and it is
-a slow path. Every dtype, fp8 included, is timed the same way (:mod:`amp_edu.bench.timing`).
+a slow path. Every dtype, fp8 included, is timed the same way (:mod:`amp_edu.measure.timing`).
 
 A dtype the hardware cannot run fast (fp16 — or bf16 — matmul on a CPU without AVX512_FP16 /
 AMX units) takes a slow fallback path; :func:`slow_path` names it so the sweep caps its size
@@ -28,7 +28,7 @@ from .. import formats
 from ..device import DeviceInfo
 from . import roofline
 from .env import cache_sizes, precision_flags, tf32
-from .timing import measure
+from ..measure.timing import measure
 
 __all__ = ["DTYPES", "operands", "fp8_operands", "matmul_fn", "relative_error", "unsupported", "slow_path",
            "fits_in", "result_row", "run_matmul"]
@@ -170,7 +170,8 @@ def result_row(dtype: str, shape, timing, rel_error: float | None = None, *,
     """The bench's result row for a timed ``[m, k, n]`` matmul in ``dtype`` (a :class:`Timing`).
 
     Beside the contract's fields it records how the time was taken (``timing_method``,
-    ``calls_per_repeat``, ``cache``: ``"warm"`` or ``"l2 flushed"``), the smallest cache level of
+    ``calls_per_repeat``, ``cache``: ``"warm"`` or ``"l2 flushed"``; on a CPU ``cpu_share``, the
+    share of the time its threads ran on a core), the smallest cache level of
     ``caches`` that holds all three operands (``fits_in``; ``None``: they stream from DRAM) and the
     precision ``flags`` in force while this row was timed.
     """
@@ -189,6 +190,7 @@ def result_row(dtype: str, shape, timing, rel_error: float | None = None, *,
         "rel_error": rel_error,
         "timing_method": getattr(timing, "method", ""), "calls_per_repeat": getattr(timing, "calls_per_repeat", 1),
         "cache": getattr(timing, "cache", None), "fits_in": fits_in(nbytes, caches),
+        "cpu_share": getattr(timing, "cpu_share", None),
         "precision_flags": flags,
     }
 

@@ -19,6 +19,9 @@ import math
 from pathlib import Path
 
 from .. import formats
+from ..measure.load import Load
+from ..measure.timing import Timing
+from ..measure.verdict import Verdict, speed_verdict
 from .peaks import lookup, peak_tflops
 
 __all__ = ["REFERENCE_DIR", "validate", "annotate", "table", "save", "load", "references",
@@ -243,10 +246,9 @@ def references(directory=None) -> dict[str, dict]:
 
 # --- noise-aware comparisons of result rows (lesson 06) ----------------------------------------------
 
-def doc_load(doc: dict):
-    """The machine load a result document recorded, as a :class:`~amp_edu.bench.verdict.Load`:
+def doc_load(doc: dict) -> Load:
+    """The machine load a result document recorded, as a :class:`~amp_edu.measure.load.Load`:
     its 1-minute load average against its core count (``None`` caveat on a quiet machine)."""
-    from .verdict import Load
     env = doc["environment"]
     cores = env.get("cpu_count") or 1
     return Load(env.get("load_average_1min"), int(cores), int(env.get("threads") or 1))
@@ -255,17 +257,15 @@ def doc_load(doc: dict):
 def per_flop(row: dict):
     """A matmul row's time per FLOP (median and IQR divided by its FLOPs), so that rows of
     different shapes compare by throughput: a lower time per FLOP is a higher rate."""
-    from .timing import Timing
-    return Timing(row["median_s"] / row["flops"], row["iqr_s"] / row["flops"], [])
+    return Timing(row["median_s"] / row["flops"], row["iqr_s"] / row["flops"], [], cpu_share=row.get("cpu_share"))
 
 
-def rate_verdict(row: dict, baseline: dict, doc: dict | None = None):
+def rate_verdict(row: dict, baseline: dict) -> Verdict:
     """Is ``row``'s throughput really higher or lower than ``baseline``'s? A
-    :class:`~amp_edu.bench.verdict.Verdict` on time per FLOP: "faster"/"slower" only when the
-    difference exceeds the two rows' spread, "within noise" otherwise; with ``doc``, its recorded
-    load adds the busy-machine caveat."""
-    from .verdict import speed_verdict
-    return speed_verdict(per_flop(row), per_flop(baseline), load=doc_load(doc) if doc is not None else False)
+    :class:`~amp_edu.measure.verdict.Verdict` on time per FLOP: "faster"/"slower" only when the
+    difference exceeds the two rows' spread, "within noise" otherwise, and no verdict at all when
+    either row's repeats spread so much that the machine was busy (:mod:`amp_edu.measure.verdict`)."""
+    return speed_verdict(per_flop(row), per_flop(baseline))
 
 
 def ratio_range(slow: dict, fast: dict) -> tuple[float, float, float]:

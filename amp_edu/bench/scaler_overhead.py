@@ -16,7 +16,10 @@ costs; torch's kernel even skips it). For context we also time a whole training 
 backward, torch's scaler, a real SGD step) and express the difference between the scalers as a
 share of it.
 
-Both variants run side by side in one process, interleaved (:func:`amp_edu.bench.timing.compare`).
+Both variants run side by side in one process, interleaved (:func:`amp_edu.measure.timing.compare`),
+and :func:`describe` calls ours faster or slower only as :func:`amp_edu.measure.verdict.speed_verdict`
+allows: beyond the spread of the repeats, and not at all when they spread so much that the
+machine was busy.
 ``python -m amp_edu.bench.scaler_overhead [--quick]`` prints the result.
 """
 
@@ -29,13 +32,13 @@ from dataclasses import dataclass
 import torch
 
 from ..device import pick, pick_device
+from ..measure.load import others_busy
+from ..measure.timing import Timing, compare, measure
+from ..measure.verdict import Verdict, speed_verdict
 from ..models import mlp
 from ..recipes import Recipe
 from ..scaler import GradScaler
 from ..validate import check_int
-from .env import others_busy
-from .timing import Timing, compare, measure
-from .verdict import speed_verdict
 
 __all__ = ["Result", "tall_mlp", "run", "describe", "main"]
 
@@ -55,6 +58,11 @@ class Result:
     def ratio(self) -> float:
         """ours / torch for the scaler ops alone (the benchmark's figure)."""
         return self.scaler_ops["ours"].median_s / self.scaler_ops["torch"].median_s
+
+    @property
+    def verdict(self) -> Verdict:
+        """Ours against torch's, scaler ops alone: :func:`amp_edu.measure.verdict.speed_verdict`."""
+        return speed_verdict(self.scaler_ops["ours"], self.scaler_ops["torch"])
 
     @property
     def extra_share(self) -> float:
@@ -130,19 +138,21 @@ def run(*, quick: bool = False, device=None, width: int | None = None, depth: in
 
 
 def describe(r: Result) -> str:
-    """The result in sentences (what the lesson prints)."""
+    """The result in sentences (what the lesson prints). The share of a training step is printed
+    only when the verdict concluded: on a busy machine the difference it divides is not measured."""
     t, o = r.scaler_ops["torch"], r.scaler_ops["ours"]
+    v = r.verdict
     lines = [
         f"model: {r.n_tensors} parameter tensors, {r.n_elements:,} elements, on {r.device}",
         f"scaler ops per iteration: torch.amp.GradScaler {t.median_s * 1e6:.0f} us "
-        f"(IQR {t.iqr_s * 1e6:.0f}), ours {o.median_s * 1e6:.0f} us (IQR {o.iqr_s * 1e6:.0f}): "
-        f"ours / torch = {r.ratio:.2f}x; " + speed_verdict(o, t, load=False).sentence("ours", "torch's").split(": ", 1)[1],
-        f"a whole training step of this model takes {r.train_step.median_s * 1e3:.2f} ms with torch's scaler: "
-        f"the difference between the scalers is {r.extra_share:+.1%} of a step",
+        f"(IQR {t.iqr_s * 1e6:.0f}), ours {o.median_s * 1e6:.0f} us (IQR {o.iqr_s * 1e6:.0f})",
+        v.sentence("ours", "torch's"),
     ]
+    if v.concluded:
+        lines.append(f"a whole training step of this model takes {r.train_step.median_s * 1e3:.2f} ms with torch's "
+                     f"scaler: the difference between the scalers is {r.extra_share:+.1%} of a step")
     if r.others_busy is not None:
-        lines.append(f"other processes kept {r.others_busy:.0%} of this machine's CPU busy meanwhile "
-                     f"(timings on a busy machine are noisy)")
+        lines.append(f"other processes kept {r.others_busy:.0%} of this machine's CPU busy when the timing began")
     return "\n".join(lines)
 
 

@@ -21,7 +21,7 @@ from ..recipes import names, parse_recipe
 from ..validate import check_int
 from .env import tf32
 from .matmul import slow_path
-from .timing import measure
+from ..measure.timing import measure
 
 __all__ = ["recipe_dtype", "unsupported", "make_step", "run_train_step"]
 
@@ -84,7 +84,7 @@ def run_train_step(recipe: str, *, batch: int, in_features: int, width: int, dep
         "shape": [batch, in_features, width, depth, n_classes],
         "model": f"MLP({in_features}→{width}×{depth}→{n_classes}), AdamW, batch {batch}",
         "n_params": n_params(model),
-        "median_s": t.median_s, "iqr_s": t.iqr_s, "n_repeats": t.n,
+        "median_s": t.median_s, "iqr_s": t.iqr_s, "n_repeats": t.n, "cpu_share": t.cpu_share,
         "samples_per_s": batch / t.median_s,
         "saved_activation_bytes": saved.activation_bytes,
         "saved_weight_copy_bytes": saved.weight_copy_bytes,

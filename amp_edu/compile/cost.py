@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..bench.timing import Timing
+from ..measure.timing import Timing
 from ..validate import check_number
 
 __all__ = ["BreakEven", "break_even"]
@@ -45,7 +45,7 @@ def break_even(compile_s: float, eager: Timing, compiled: Timing) -> BreakEven:
     compile_s = check_number(compile_s, "compile_s", min=0.0)
     for name, t in (("eager", eager), ("compiled", compiled)):
         if not isinstance(t, Timing):
-            raise TypeError(f"{name} must be an amp_edu.bench.timing.Timing, got {type(t).__name__}")
+            raise TypeError(f"{name} must be an amp_edu.measure.timing.Timing, got {type(t).__name__}")
     noise = max(eager.iqr_s, compiled.iqr_s)
     saving = eager.median_s - compiled.median_s
     steps = compile_s / saving if saving > noise else None

@@ -1,9 +1,10 @@
 """Lesson 00's explorer: one n×n matmul in a 16-bit dtype against fp32, timed side by side here.
 
 :func:`race` builds two random n×n matrices, times ``a @ b`` in float32 and in ``dtype`` in
-interleaved rounds (:func:`amp_edu.bench.timing.compare`, so a neighbour's load hits both alike)
-and returns both timings with the verdict of :func:`amp_edu.bench.verdict.speed_verdict`, which
-says "faster" or "slower" only when the difference is larger than the spread of the repeats.
+interleaved rounds (:func:`amp_edu.measure.timing.compare`, so a neighbour's load hits both alike)
+and returns both timings with the verdict of :func:`amp_edu.measure.verdict.speed_verdict`, which
+says "faster" or "slower" only when the difference is larger than the spread of the repeats, and
+nothing but "no verdict" when the repeats spread so much that the machine was busy.
 :class:`MatmulRaceExplorer` wires a size slider and a dtype menu to it and draws the two medians
 with their interquartile ranges. Nothing here is a stored number: every redraw measures again.
 """
@@ -17,8 +18,8 @@ import torch
 from matplotlib.figure import Figure
 
 from .. import device as devices
-from ..bench.timing import compare
-from ..bench.verdict import speed_verdict
+from ..measure.timing import compare
+from ..measure.verdict import speed_verdict
 from ..validate import check_int
 from ..viz import color_for
 from .base import Explorer

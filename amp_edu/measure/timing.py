@@ -1,4 +1,4 @@
-"""How the course times code: one primitive, :func:`measure`, used by every benchmark.
+"""How the course times code: one primitive, :func:`measure`, used by every benchmark and lesson.
 
 Timing GPU code naively measures the *launch*, not the work: kernels run asynchronously, and a
 first call pays for allocation, autotuning and lazy initialisation. So:
@@ -21,7 +21,12 @@ first call pays for allocation, autotuning and lazy initialisation. So:
   (it defaults to *one* thread, which silently understates what the CPU can do); its blocks of
   calls play the role of the event pair's N calls;
 * report the **median** and the **interquartile range** of many repeats: the median ignores the
-  odd slow repeat (a context switch, a clock change), the IQR says how noisy the machine was.
+  odd slow repeat (a context switch, a clock change), the IQR says how noisy the machine was;
+* on the CPU, also record how much of the time the timed threads actually ran on a core
+  (:class:`CpuShare`: the process's CPU time over wall time × threads). Other processes that hold
+  the cores can slow *every* repeat alike — a multi-threaded matmul whose second thread waits for a
+  core finishes when that thread does — and then the repeats agree with each other and the IQR
+  looks quiet; the share does not.
 
 Compare two variants *side by side in one run* (:func:`compare`): alternating them cancels much of
 the drift that makes two separate runs on a shared machine disagree.
@@ -37,9 +42,9 @@ from typing import Callable
 
 import torch
 
-from ..validate import check_number
+from ..validate import check_int, check_number
 
-__all__ = ["Timing", "measure", "compare", "l2_bytes", "WINDOW_S"]
+__all__ = ["Timing", "CpuShare", "measure", "compare", "l2_bytes", "WINDOW_S"]
 
 WINDOW_S = 1e-3           # a CUDA event pair spans at least this: ~100 kernel launches
 _MAX_CALLS = 1 << 16      # calls per event pair, at most
@@ -53,7 +58,8 @@ class Timing:
     ``calls_per_repeat``: calls averaged in each repeat (N calls between one event pair, or the
     CPU timer's block); ``method``: the timer, in words; ``cache``: ``"warm"`` (operands may stay
     in cache between calls), ``"l2 flushed"`` (cold: the GPU L2 overwritten before every call) or
-    ``None`` (not recorded).
+    ``None`` (not recorded); ``cpu_share``: on the CPU, the fraction of the wall time the timed
+    threads ran on a core (:class:`CpuShare`; ``None`` for a GPU timing or when not recorded).
     """
 
     median_s: float
@@ -62,10 +68,18 @@ class Timing:
     calls_per_repeat: int = 1
     method: str = ""
     cache: str | None = None
+    cpu_share: float | None = None
 
     @property
     def n(self) -> int:
         return len(self.times_s)
+
+    @property
+    def rel_spread(self) -> float:
+        """The spread of the repeats as a fraction of their median: ``iqr_s / median_s``. A quiet
+        machine keeps it at a few percent; :mod:`amp_edu.measure.verdict` refuses to compare
+        timings whose spread is much larger (the machine was busy while they were taken)."""
+        return self.iqr_s / self.median_s if self.median_s > 0 else float("inf")
 
     @classmethod
     def from_times(cls, times: list[float], **how) -> "Timing":
@@ -78,6 +92,43 @@ class Timing:
         else:
             iqr = ts[-1] - ts[0]
         return cls(statistics.median(ts), iqr, list(times), **how)
+
+
+class CpuShare:
+    """How much of the time ``threads`` threads of this process ran on a core, over the blocks run
+    inside ``with share:`` (they add up)::
+
+        share = CpuShare(torch.get_num_threads())
+        with share:
+            timer.blocked_autorange()
+        share.value          # e.g. 0.98 on a quiet machine, 0.25 when others hold the cores
+
+    It is the process's CPU time (``time.process_time``: every thread of this process) over the wall
+    time × ``threads``, at most 1. On a quiet machine compute-bound threads run nearly all the time
+    (waiting OpenMP threads spin, which counts); well below 1 means the threads waited for cores
+    that other processes held. ``value`` is ``None`` until at least a millisecond was measured: a
+    shorter window says nothing.
+    """
+
+    def __init__(self, threads: int = 1):
+        self.threads = check_int(threads, "threads", min=1)
+        self.cpu_s = self.wall_s = 0.0
+        self._start = None
+
+    def __enter__(self) -> "CpuShare":
+        self._start = (time.process_time(), time.perf_counter())
+        return self
+
+    def __exit__(self, *exc) -> None:
+        cpu0, wall0 = self._start
+        self.cpu_s += time.process_time() - cpu0
+        self.wall_s += time.perf_counter() - wall0
+
+    @property
+    def value(self) -> float | None:
+        if self.wall_s < 1e-3:
+            return None
+        return min(1.0, self.cpu_s / (self.wall_s * self.threads))
 
 
 def _check(fn, device, warmup, repeats, min_time_s):
@@ -137,15 +188,17 @@ def _measure_cpu(fn, *, repeats, min_time_s, warmup, make_timer=_timer) -> Timin
     timer = make_timer(fn)
     times: list[float] = []
     per_block = 1
+    share = CpuShare(torch.get_num_threads())
     t_start = time.perf_counter()
     while len(times) < repeats:
         # each blocked_autorange gives several block timings (already per call); pool them
-        m = timer.blocked_autorange(min_run_time=max(min_time_s / repeats, 1e-3))
+        with share:
+            m = timer.blocked_autorange(min_run_time=max(min_time_s / repeats, 1e-3))
         times.extend(m.times)
         per_block = m.number_per_run
         if time.perf_counter() - t_start > 60 * max(min_time_s, 0.5):
             break
-    return Timing.from_times(times, calls_per_repeat=per_block, cache="warm",
+    return Timing.from_times(times, calls_per_repeat=per_block, cache="warm", cpu_share=share.value,
                              method=f"torch.utils.benchmark.Timer, {torch.get_num_threads()} threads, "
                                     f"blocks of {per_block} calls")
 
@@ -255,11 +308,13 @@ def compare(fns: dict[str, Callable[[], object]], *, device="cpu", warmup: int =
     """Time several variants side by side: ``rounds`` rounds, each timing every variant in turn.
 
     Interleaving cancels slow drift of a shared machine; the per-variant times of all rounds are
-    pooled before taking the median and IQR. Use this for every *ratio* the course reports.
+    pooled before taking the median and IQR (and a CPU timing's ``cpu_share`` is the mean of its
+    rounds'). Use this for every *ratio* the course reports.
     """
     if not fns:
         raise ValueError("fns must name at least one function")
     pooled: dict[str, list[float]] = {k: [] for k in fns}
+    shares: dict[str, list[float]] = {k: [] for k in fns}
     how: dict[str, dict] = {}
     for k, fn in fns.items():
         _check(fn, device, warmup, repeats, min_time_s)
@@ -269,5 +324,8 @@ def compare(fns: dict[str, Callable[[], object]], *, device="cpu", warmup: int =
         for k, fn in fns.items():
             t = measure(fn, device=device, warmup=0, repeats=repeats, min_time_s=min_time_s, flush_l2=flush_l2)
             pooled[k].extend(t.times_s)
-            how[k] = dict(calls_per_repeat=t.calls_per_repeat, method=t.method, cache=t.cache)
+            if t.cpu_share is not None:
+                shares[k].append(t.cpu_share)
+            how[k] = dict(calls_per_repeat=t.calls_per_repeat, method=t.method, cache=t.cache,
+                          cpu_share=statistics.fmean(shares[k]) if shares[k] else None)
     return {k: Timing.from_times(v, **how[k]) for k, v in pooled.items()}
