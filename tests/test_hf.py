@@ -76,19 +76,19 @@ def test_the_rule_for_a_gpu():
 @pytest.mark.parametrize("setting", list(hf.SETTINGS))
 def test_the_hand_loop_equals_the_trainer_bit_for_bit(setting, trainer_fp32):
     t = trainer_fp32 if setting == "fp32" else hf.trainer_run(setting, TINY)
-    d = hf.compare(t, hf.hand_run(t.plan, TINY))
+    d = hf.diff_runs(t, hf.hand_run(t.plan, TINY))
     assert d.equal, d
     assert len(t.losses) == TINY.steps and t.plan == hf.plan_for(setting)
 
 
 def test_each_matching_point_changes_the_run(trainer_fp32):
     for name in hf.OFF:
-        d = hf.compare(trainer_fp32, hf.hand_run(trainer_fp32.plan, TINY, hf.Match().off(name)))
+        d = hf.diff_runs(trainer_fp32, hf.hand_run(trainer_fp32.plan, TINY, hf.Match().off(name)))
         assert not d.equal, f"turning {name} off changed nothing"
         assert not d.losses_equal or not d.weights_equal, name
-    d = hf.compare(trainer_fp32, hf.hand_run(trainer_fp32.plan, TINY, hf.Match(sampler="no_dataloader")))
+    d = hf.diff_runs(trainer_fp32, hf.hand_run(trainer_fp32.plan, TINY, hf.Match(sampler="no_dataloader")))
     assert not d.equal, "without a DataLoader's draw from the global RNG the dropout masks should move"
-    d = hf.compare(trainer_fp32, hf.hand_run(trainer_fp32.plan, TINY, hf.Match(cache="on")))
+    d = hf.diff_runs(trainer_fp32, hf.hand_run(trainer_fp32.plan, TINY, hf.Match(cache="on")))
     assert d.losses_equal and not d.weights_equal, "at this size use_cache changes the gradients' last bits only"
 
 
@@ -100,8 +100,8 @@ def test_the_gpu_code_path_with_the_course_scaler_and_autocast():
     ours = hf.trainer_run("fp16", steps, gpu_path=True, scaler=lambda: amp_edu.scaler.GradScaler(dev, **kw),
                           autocast=lambda d, dt: amp_edu.autocast.autocast(d, dtype=dt))
     assert ref.plan == hf.Plan(dev, torch.float16, True)
-    assert hf.compare(ref, ours).equal
-    assert hf.compare(ref, hf.hand_run(ref.plan, steps, scaler=lambda: torch.amp.GradScaler(dev, **kw))).equal
+    assert hf.diff_runs(ref, ours).equal
+    assert hf.diff_runs(ref, hf.hand_run(ref.plan, steps, scaler=lambda: torch.amp.GradScaler(dev, **kw))).equal
     assert any(ref.skipped) and not any(ref.skip_seen), "fused AdamW: skips happen, accelerate sees none"
     assert ref.scales[0] == 2.0 ** 24 and ref.scales[1] == 2.0 ** 23
     foreach = hf.trainer_run("fp16", steps, gpu_path=True, scaler=lambda: torch.amp.GradScaler(dev, **kw),
@@ -114,8 +114,8 @@ def test_the_gpu_code_path_with_the_course_scaler_and_autocast():
 
 
 def test_an_accelerator_loop_equals_the_trainer(trainer_fp32):
-    assert hf.compare(trainer_fp32, hf.accelerate_run("fp32", TINY)).equal
-    assert not hf.compare(trainer_fp32, hf.accelerate_run("fp32", TINY, seedable_sampler=False)).equal
+    assert hf.diff_runs(trainer_fp32, hf.accelerate_run("fp32", TINY)).equal
+    assert not hf.diff_runs(trainer_fp32, hf.accelerate_run("fp32", TINY, seedable_sampler=False)).equal
 
 
 @pytest.mark.skipif(any(sources.installed_version(p) != v for p, v in sources.PINNED.items()),
@@ -150,7 +150,7 @@ def test_bad_input_is_refused_naming_what_is_accepted():
     with pytest.raises(ValueError, match="gpu_path=True only means something for setting='fp16'"):
         hf.trainer_run("bf16", TINY, gpu_path=True)
     with pytest.raises(TypeError, match="two amp_edu.hf.Run"):
-        hf.compare([1.0], [1.0])
+        hf.diff_runs([1.0], [1.0])
     with pytest.raises(ValueError, match="unknown citation"):
         sources.where("nope")
     with pytest.raises(TypeError, match="sizes must be an amp_edu.hf.Sizes"):

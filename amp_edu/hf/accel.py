@@ -16,7 +16,7 @@ own loop, and puts the mixed-precision pieces exactly where lesson 08's recipe p
 :func:`accelerate_run` runs that loop with the Trainer's choices (the matching points of
 :mod:`amp_edu.hf.loop`, and accelerate's seedable sampler, which a plain ``Accelerator`` leaves
 off unless ``DataLoaderConfiguration(use_seedable_sampler=True)`` asks for it) and returns a
-:class:`~amp_edu.hf.loop.Run` that :func:`~amp_edu.hf.loop.compare` can hold against the Trainer's.
+:class:`~amp_edu.hf.loop.Run` that :func:`~amp_edu.hf.loop.diff_runs` can hold against the Trainer's.
 """
 
 from __future__ import annotations

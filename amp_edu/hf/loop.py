@@ -22,7 +22,7 @@ compares every loss, gradient norm, learning rate and final weight)::
 :class:`Match` names the six things a typical hand loop does differently; each field's
 alternative values are what a hand loop usually does instead. :func:`hand_run` runs the loop above
 with any of them switched; :func:`trainer_run` runs the real Trainer and records the same values;
-:func:`compare` says whether two runs are bit-identical and, if not, how far they drifted.
+:func:`diff_runs` says whether two runs are bit-identical and, if not, how far they drifted.
 
 :class:`Plan` is the precision part: autocast dtype or none, a GradScaler or not — read from the
 Trainer's own ``accelerator`` (:meth:`Plan.from_accelerator`) or predicted from accelerate's rule
@@ -41,7 +41,7 @@ from ._lib import load, quiet
 from .tiny import Sizes, tiny_gpt2, zen_lm_dataset
 
 __all__ = ["SETTINGS", "Match", "OFF", "Plan", "plan_for", "Run", "Diff", "training_args", "make_trainer",
-           "trainer_run", "hand_run", "compare", "ScaleRecorder", "trainer_device"]
+           "trainer_run", "hand_run", "diff_runs", "ScaleRecorder", "trainer_device"]
 
 # The three ways to ask the Trainer for a precision (fp32 is asking for none).
 SETTINGS = {"fp32": {}, "fp16": {"fp16": True}, "bf16": {"bf16": True}}
@@ -465,10 +465,10 @@ def _same(xs, ys) -> bool:
     return len(xs) == len(ys) and all(x == y or (x != x and y != y) for x, y in zip(xs, ys))
 
 
-def compare(a: Run, b: Run) -> Diff:
+def diff_runs(a: Run, b: Run) -> Diff:
     """Compare two runs value by value (bits, not tolerances)."""
     if not isinstance(a, Run) or not isinstance(b, Run):
-        raise TypeError(f"compare needs two amp_edu.hf.Run objects, got {type(a).__name__} and {type(b).__name__}")
+        raise TypeError(f"diff_runs needs two amp_edu.hf.Run objects, got {type(a).__name__} and {type(b).__name__}")
     n = min(len(a.losses), len(b.losses))
     first = next((i for i in range(n) if not _same(a.losses[i:i + 1], b.losses[i:i + 1])), None)
     if first is None and len(a.losses) != len(b.losses):
