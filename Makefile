@@ -1,10 +1,12 @@
 # amp_edu — the course's commands. Every target creates .venv first if it is missing.
 #   make lab                       open the course in JupyterLab
 #   make test                      run every test, in two tiers: test-fast, then test-course
-#   make test-fast                 the library's unit tests (pytest -m "not slow"; ~3 min here)
+#                                  (which test is in which tier: COURSE_TIER in tests/conftest.py)
+#   make test-fast                 the library's unit tests (pytest -m "not slow"; ~2.5 min here)
 #   make test-course               the course tier (pytest -m slow): nbval over lessons and
 #                                  solutions, grading kernels, JupyterLab, the lessons in Chromium;
-#                                  its test files on COURSE_JOBS workers (pytest-xdist, whole files)
+#                                  its test files on COURSE_JOBS workers (pytest-xdist, whole files);
+#                                  installs bubblewrap and Chromium with apt-get when run as root
 #   make readme                    regenerate README.md's lesson table from amp_edu/course/lessons.py
 #   make sandbox                   install bubblewrap, the grader's sandbox (apt-get, as root)
 #   make browser                   install Chromium for that browser test (apt-get, as root)

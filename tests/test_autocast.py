@@ -11,8 +11,9 @@ import torch.nn.functional as F
 
 import amp_edu.autocast as ac
 import amp_edu.autocast.mode as mode_mod
+import amp_edu.autocast.state as state_mod
 from amp_edu.autocast import autocast, policy
-from amp_edu.autocast.mode import weight_cache as _cache_for_tests
+from amp_edu.autocast import weight_cache as _cache_for_tests
 
 BF16, FP16, FP32, FP64 = torch.bfloat16, torch.float16, torch.float32, torch.float64
 
@@ -138,7 +139,7 @@ def test_nesting_enabled_false_and_dtype_changes_restore_state():
             assert ac.get_autocast_dtype("cpu") == BF16
         assert torch.mm(x, x).dtype == BF16 and ac.is_autocast_enabled("cpu")
     assert not ac.is_autocast_enabled("cpu") and torch.mm(x, x).dtype == FP32
-    assert mode_mod._STATE.mode is None and mode_mod._STATE.depth == 0 and not torch.is_autocast_enabled("cpu")
+    assert state_mod._STATE.mode is None and state_mod._STATE.depth == 0 and not torch.is_autocast_enabled("cpu")
 
 
 def test_exceptions_inside_restore_state():
@@ -146,7 +147,7 @@ def test_exceptions_inside_restore_state():
         with autocast("cpu", dtype=FP16):
             1 / 0
     assert not ac.is_autocast_enabled("cpu") and ac.get_autocast_dtype("cpu") == BF16
-    assert mode_mod._STATE.mode is None
+    assert state_mod._STATE.mode is None
 
 
 def test_state_is_thread_local():

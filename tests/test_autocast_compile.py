@@ -3,17 +3,15 @@ so results equal the eager region's and nothing is left behind on torch's functi
 or in the region's state, however often the compiled function runs. Slow tier: importing dynamo
 and compiling take seconds."""
 
-import pytest
 import torch
 
 from amp_edu.autocast import autocast
-from amp_edu.autocast import mode as _mode
+from amp_edu.autocast import state as _state
 
-pytestmark = pytest.mark.slow
 
 
 def _leftovers():
-    return torch._C._len_torch_function_stack(), _mode._STATE.mode, _mode._STATE.depth, torch.is_autocast_enabled("cpu")
+    return torch._C._len_torch_function_stack(), _state._STATE.mode, _state._STATE.depth, torch.is_autocast_enabled("cpu")
 
 
 def test_a_compiled_region_equals_the_eager_one_and_leaves_nothing_behind():

@@ -364,7 +364,7 @@ def test_fast_path_divergence_is_loud():
     x = torch.randn(2, 5, 8)
     with torch.autocast("cpu"), torch.no_grad():
         theirs = layer(x)
-    ac.mode._STATE.warned.discard("fast path")
+    ac.state._STATE.warned.discard("fast path")
     with pytest.warns(UserWarning, match="fast path"), ac.autocast("cpu"), torch.no_grad():
         ours = layer(x)
     assert theirs.dtype == BF16 and ours.dtype == FP32
@@ -377,7 +377,7 @@ def test_fast_path_divergence_is_loud():
 
 def test_composites_warn_under_a_foreign_policy():
     x = torch.randn(5, 2, 8)
-    ac.mode._STATE.warned.clear()
+    ac.state._STATE.warned.clear()
     with pytest.warns(UserWarning, match=r"torch\.gru is a C\+\+ composite"):
         with ac.autocast("cpu", dtype=FP16, policy="cuda"):
             out, _ = nn.GRU(8, 5)(x)

@@ -1,6 +1,13 @@
 """PyTorch's own autocast unit tests, ported: each runs once with torch's autocast (which proves the
 port is faithful) and once with amp_edu's substituted for it.
 
+A test whose assertions state a property (a dtype, a count of casts, an error message) runs twice,
+through the ``api`` fixture. A test that in torch only checks that some code runs, or compares torch
+with itself (``test_generic_autocast``: the device-generic region against the device-specific one),
+would prove nothing about amp_edu run twice; here it runs the same code with both implementations
+side by side, from the same random state, and the results must be the same tensors bit for bit
+(:func:`side_by_side`, :func:`assert_same`).
+
 Ported from torch 2.13's ``test/test_autocast.py`` (``TestAutocastCPU``, the CPU instances of
 ``TestAutocastDeviceType`` and ``TestTorchAutocast``) and the device-generic autocast tests of
 ``test/test_cuda.py`` (custom_enabled, custom_cast_inputs, ignored_types, cat_jit, checkpointing,
@@ -25,7 +32,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.checkpoint import checkpoint_sequential
 
 import amp_edu.autocast as ac
-import amp_edu.autocast.mode as ac_mode
+import amp_edu.autocast.region as ac_region
 
 TORCH = types.SimpleNamespace(name="torch", autocast=torch.amp.autocast, custom_fwd=torch.amp.custom_fwd,
                               custom_bwd=torch.amp.custom_bwd, get_autocast_dtype=torch.get_autocast_dtype,
@@ -33,7 +40,7 @@ TORCH = types.SimpleNamespace(name="torch", autocast=torch.amp.autocast, custom_
                               clear_home=torch)     # where the cache tests find clear_autocast_cache
 OURS = types.SimpleNamespace(name="amp_edu", autocast=ac.autocast, custom_fwd=ac.custom_fwd,
                              custom_bwd=ac.custom_bwd, get_autocast_dtype=ac.get_autocast_dtype,
-                             is_autocast_available=ac.is_autocast_available, clear_home=ac_mode)
+                             is_autocast_available=ac.is_autocast_available, clear_home=ac_region)
 
 # test name -> why amp_edu.autocast cannot pass it
 KNOWN_GAPS = {
@@ -111,6 +118,34 @@ def _args_maybe_kwargs(op_with_args):
     return (op_with_args[0], op_with_args[1], {}) if len(op_with_args) == 2 else op_with_args[:3]
 
 
+# --- the two implementations side by side ------------------------------------------------------
+
+def side_by_side(body):
+    """``(body(TORCH), body(OURS))``, both run from the same random state (so modules and tensors
+    made inside ``body`` are the same)."""
+    state = torch.get_rng_state()
+    theirs = body(TORCH)
+    torch.set_rng_state(state)
+    ours = body(OURS)
+    return theirs, ours
+
+
+def assert_same(theirs, ours, what=""):
+    """The same structure; tensors of the same dtype, shape and ``requires_grad``, equal bit for bit
+    (NaN where torch has NaN)."""
+    if isinstance(theirs, torch.Tensor):
+        assert isinstance(ours, torch.Tensor), (what, type(ours))
+        assert ours.requires_grad == theirs.requires_grad, (what, "requires_grad")
+        torch.testing.assert_close(ours.detach(), theirs.detach(), rtol=0, atol=0, equal_nan=True,
+                                   msg=lambda m: f"{what}: amp_edu differs from torch: {m}")
+    elif isinstance(theirs, (list, tuple)):
+        assert type(ours) is type(theirs) and len(ours) == len(theirs), (what, ours, theirs)
+        for i, (t, o) in enumerate(zip(theirs, ours)):
+            assert_same(t, o, f"{what}[{i}]")
+    else:
+        assert ours == theirs, (what, ours, theirs)
+
+
 # --- TestAutocastCPU ------------------------------------------------------------------------
 
 def test_autocast_torch_expect_builtin_promote(api, lists):
@@ -162,30 +197,49 @@ def test_autocast_torch_need_autocast_promote(api, lists):
         _run_autocast_outofplace(api, op, args2, torch.float32, amp_dtype=torch.float16)
 
 
-def test_autocast_rnn(api):
-    # torch's test does nothing where oneDNN has no bf16 support (as on many CPUs); so does the port.
-    if torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported():
-        x, hx, cx = torch.randn(1, 2, 1), torch.randn(2, 2, 1), torch.randn(2, 2, 1)
-        m = torch.nn.LSTM(1, 1, 2).to(torch.bfloat16)
-        with pytest.raises(ValueError, match=r"RNN input dtype .* does not match weight dtype"):
-            m(x, (hx, cx))
+def test_autocast_rnn():
+    """A bf16 LSTM fed fp32 inputs: refused outside autocast, run inside it -- with the same
+    outputs under both implementations. torch's test does nothing where oneDNN has no bf16 path."""
+    if not (torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported()):
+        pytest.skip("oneDNN has no bf16 path on this CPU: torch's test does nothing here either")
+    x, hx, cx = torch.randn(1, 2, 1), torch.randn(2, 2, 1), torch.randn(2, 2, 1)
+    m = torch.nn.LSTM(1, 1, 2).to(torch.bfloat16)
+    with pytest.raises(ValueError, match=r"RNN input dtype .* does not match weight dtype"):
+        m(x, (hx, cx))
+
+    def run(api):
         with api.autocast(device_type="cpu"):
-            m(x, (hx, cx))
+            return m(x, (hx, cx))
+    assert_same(*side_by_side(run), "LSTM under autocast")
 
 
-def test_autocast_disabled_with_fp32_dtype(api):
-    with api.autocast(device_type="cpu", dtype=torch.float32, enabled=False):
-        _ = torch.ones(10)
+def test_autocast_disabled_with_fp32_dtype():
+    """A disabled region may name float32 (which an enabled CPU region refuses): no warning, the
+    region reports autocast off, ops run in fp32 -- as torch's does."""
+    def run(api):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with api.autocast(device_type="cpu", dtype=torch.float32, enabled=False):
+                inside = torch.is_autocast_enabled("cpu")
+                out = torch.ones(10) @ torch.ones(10)
+        return [str(w.message) for w in caught], inside, out
+    theirs, ours = side_by_side(run)
+    assert theirs[:2] == ([], False)
+    assert_same(theirs, ours, "disabled fp32 region")
 
 
-def test_generic_autocast(api, lists):
+def test_generic_autocast(lists):
+    """torch's test compares its device-generic region (``torch.amp.autocast("cpu")``) with its
+    device-specific one (``torch.cpu.amp.autocast()``), two doors to one implementation. Ported,
+    it compares the two implementations: torch's region and amp_edu's give the same tensor, bit
+    for bit, for every op of the torch_16 list."""
     for op_with_args in lists.torch_16:
         op, args, kw = _args_maybe_kwargs(op_with_args)
-        with api.autocast(device_type="cpu"):
-            generic_autocast_output = getattr(torch, op)(*args, **kw)
-        with api.autocast(device_type="cpu"):
-            cpu_autocast_output = getattr(torch, op)(*args, **kw)
-        torch.testing.assert_close(generic_autocast_output, cpu_autocast_output)
+
+        def run(api):
+            with api.autocast(device_type="cpu"):
+                return getattr(torch, op)(*args, **kw)
+        assert_same(*side_by_side(run), f"torch.{op}")
 
 
 def test_cpu_autocast_deprecated_warning(api):
@@ -239,22 +293,29 @@ class WeightDTypeCastCounterMode(TorchDispatchMode):
         return super().__exit__(exc_type, exc_val, exc_tb)
 
 
-def test_autocast_fast_dtype(api):
-    assert api.get_autocast_dtype(device_type="cpu") in [torch.float16, torch.bfloat16]
+def test_autocast_fast_dtype():
+    """The default low-precision dtype of a CPU region: a 16-bit float, the same one as torch's."""
+    theirs, ours = side_by_side(lambda api: api.get_autocast_dtype(device_type="cpu"))
+    assert theirs in [torch.float16, torch.bfloat16] and ours is theirs
 
 
-def test_autocast_nograd_caching_issue_158232(api):
-    dtype = api.get_autocast_dtype("cpu")
-    model = torch.nn.Linear(2, 2)
-    inp = torch.randn(8, 2)
-    with api.autocast("cpu", dtype=dtype, enabled=True):
-        with torch.no_grad():
-            out1 = model(inp)
-            assert not out1.requires_grad
-        out2 = model(inp)
-        assert out2.requires_grad and out2.grad_fn is not None
-        out2.mean().backward()
-    assert model.weight.grad is not None and model.bias.grad is not None
+def test_autocast_nograd_caching_issue_158232():
+    """A no_grad forward, then a grad forward in one region: the weight still gets its gradient
+    (the cached cast keeps its autograd edge) -- the same outputs and gradients as torch's."""
+    def run(api):
+        dtype = api.get_autocast_dtype("cpu")
+        model = torch.nn.Linear(2, 2)
+        inp = torch.randn(8, 2)
+        with api.autocast("cpu", dtype=dtype, enabled=True):
+            with torch.no_grad():
+                out1 = model(inp)
+                assert not out1.requires_grad
+            out2 = model(inp)
+            assert out2.requires_grad and out2.grad_fn is not None
+            out2.mean().backward()
+        assert model.weight.grad is not None and model.bias.grad is not None
+        return out1, out2, model.weight.grad, model.bias.grad
+    assert_same(*side_by_side(run), "no_grad then grad forward")
 
 
 def test_autocast_inference_mode_interaction(api):
@@ -275,32 +336,44 @@ def test_autocast_inference_mode_interaction(api):
             assert not out.requires_grad and out.dtype == dtype
 
 
-def test_autocast_caching_still_works_with_gradients(api):
-    dtype = api.get_autocast_dtype("cpu")
-    model = torch.nn.Linear(2, 2)
-    inp = torch.randn(8, 2)
-    with api.autocast("cpu", dtype=dtype, enabled=True):
-        outs = [model(inp) for _ in range(3)]
-        assert all(o.requires_grad and o.grad_fn is not None for o in outs)
-        outs[0].mean().backward(retain_graph=True)
-        outs[1].mean().backward(retain_graph=True)
-        outs[2].mean().backward()
+def test_autocast_caching_still_works_with_gradients():
+    """Three forwards through one cached weight cast, three backwards: the same outputs and the
+    same accumulated gradients as torch's."""
+    def run(api):
+        dtype = api.get_autocast_dtype("cpu")
+        model = torch.nn.Linear(2, 2)
+        inp = torch.randn(8, 2)
+        with api.autocast("cpu", dtype=dtype, enabled=True):
+            outs = [model(inp) for _ in range(3)]
+            assert all(o.requires_grad and o.grad_fn is not None for o in outs)
+            outs[0].mean().backward(retain_graph=True)
+            outs[1].mean().backward(retain_graph=True)
+            outs[2].mean().backward()
+        return outs, model.weight.grad, model.bias.grad
+    assert_same(*side_by_side(run), "three forwards, three backwards")
 
 
-def test_autocast_mixed_grad_contexts(api):
-    dtype = api.get_autocast_dtype("cpu")
-    model = torch.nn.Linear(2, 2)
-    inp = torch.randn(8, 2)
-    with api.autocast("cpu", dtype=dtype, enabled=True):
-        with torch.no_grad():
-            assert not model(inp).requires_grad
-        out2 = model(inp)
-        assert out2.requires_grad
-        with torch.no_grad():
-            assert not model(inp).requires_grad
-        out4 = model(inp)
-        assert out4.requires_grad
-        (out2.mean() + out4.mean()).backward()
+def test_autocast_mixed_grad_contexts():
+    """Forwards alternating between no_grad and grad in one region: the same outputs and gradients
+    as torch's."""
+    def run(api):
+        dtype = api.get_autocast_dtype("cpu")
+        model = torch.nn.Linear(2, 2)
+        inp = torch.randn(8, 2)
+        with api.autocast("cpu", dtype=dtype, enabled=True):
+            with torch.no_grad():
+                out1 = model(inp)
+                assert not out1.requires_grad
+            out2 = model(inp)
+            assert out2.requires_grad
+            with torch.no_grad():
+                out3 = model(inp)
+                assert not out3.requires_grad
+            out4 = model(inp)
+            assert out4.requires_grad
+            (out2.mean() + out4.mean()).backward()
+        return out1, out2, out3, out4, model.weight.grad, model.bias.grad
+    assert_same(*side_by_side(run), "mixed grad contexts")
 
 
 # --- TestAutocastDeviceType's onlyAccelerator tests and test_cuda.py's device-generic ones, -----
@@ -345,15 +418,20 @@ def test_cache_disabled(api, custom_linear):
         api.clear_home.clear_autocast_cache()
 
 
-def test_autocast_prioritize(api):
-    dtype = api.get_autocast_dtype("cpu")
-    with api.autocast(device_type="cpu", enabled=True, dtype=dtype):
-        t = torch.randn([3, 4, 5], dtype=dtype, requires_grad=True)
-        index = torch.randint(low=0, high=3, size=[3, 4, 5], dtype=torch.int64)
-        val = torch.randn(1, dtype=dtype)
-        res = torch.index_put(t, [index], val)
-        loss = res.mean()
-        loss.backward()
+def test_autocast_prioritize():
+    """index_put of low-precision tensors in a region, and its backward: the same result and
+    gradient as torch's."""
+    def run(api):
+        dtype = api.get_autocast_dtype("cpu")
+        with api.autocast(device_type="cpu", enabled=True, dtype=dtype):
+            t = torch.randn([3, 4, 5], dtype=dtype, requires_grad=True)
+            index = torch.randint(low=0, high=3, size=[3, 4, 5], dtype=torch.int64)
+            val = torch.randn(1, dtype=dtype)
+            res = torch.index_put(t, [index], val)
+            loss = res.mean()
+            loss.backward()
+        return res, t.grad
+    assert_same(*side_by_side(run), "index_put")
 
 
 def test_autocast_ignored_types(api):
@@ -442,7 +520,8 @@ def test_autocast_custom_cast_inputs(api):
     output.sum().backward()
 
 
-def test_autocast_cat_jit(api):
+def test_autocast_cat_jit():
+    """cat and stack in a module, eager and scripted, in a region: the same tensors as torch's."""
     class Model(torch.nn.Module):
         def forward(self):
             a = torch.randn(1)
@@ -455,20 +534,27 @@ def test_autocast_cat_jit(api):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")              # torch.jit's own deprecation notices
         model_jit_script = torch.jit.script(model)
-    with api.autocast("cpu", enabled=True):
-        model()
-        model_jit_script()
+
+    def run(api):
+        with api.autocast("cpu", enabled=True):
+            return model(), model_jit_script()
+    assert_same(*side_by_side(run), "eager and scripted cat/stack")
 
 
 @pytest.mark.parametrize("reentrant", [True, False])
-def test_autocast_checkpointing(api, reentrant):
-    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Linear(8, 8), torch.nn.Linear(8, 8))
-    low = api.get_autocast_dtype("cpu")
-    inp = torch.rand((8, 8), dtype=low, requires_grad=True)
-    with api.autocast("cpu"):
-        output = checkpoint_sequential(model, 2, inp, use_reentrant=reentrant)
-    assert output.requires_grad and output.dtype is low
-    output.sum().backward()
+def test_autocast_checkpointing(reentrant):
+    """checkpoint_sequential in a region (the recompute re-enters autocast with the saved state):
+    a low-precision output that requires grad, and the same output and gradients as torch's."""
+    def run(api):
+        model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Linear(8, 8), torch.nn.Linear(8, 8))
+        low = api.get_autocast_dtype("cpu")
+        inp = torch.rand((8, 8), dtype=low, requires_grad=True)
+        with api.autocast("cpu"):
+            output = checkpoint_sequential(model, 2, inp, use_reentrant=reentrant)
+        assert output.requires_grad and output.dtype is low
+        output.sum().backward()
+        return output, inp.grad, [p.grad for p in model.parameters()]
+    assert_same(*side_by_side(run), "checkpointed forward and backward")
 
 
 # --- TestTorchAutocast ---------------------------------------------------------------------

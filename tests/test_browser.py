@@ -58,7 +58,7 @@ def _why_not() -> str | None:
     return None
 
 
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(_why_not() is not None, reason=_why_not() or "")]
+pytestmark = [pytest.mark.skipif(_why_not() is not None, reason=_why_not() or "")]
 
 @pytest.fixture(scope="module")
 def page(lab, tmp_path_factory):

@@ -161,7 +161,6 @@ def test_unsolved_part_b_says_so():
         l13.check_kernel_kinds(["library call"])
 
 
-@pytest.mark.slow
 def test_the_written_out_kernel_names_are_inductors():
     """The check reads written-out names; Inductor, compiling the two models here, calls exactly those."""
     ex, block = l13.exercise_kernels(), l13.block_kernels()

@@ -2,12 +2,9 @@
 
 import logging
 
-import pytest
 import torch
 
 from amp_edu.compile import recompile_reasons
-
-pytestmark = pytest.mark.slow          # it compiles (dynamo with the eager backend)
 
 
 def test_collects_the_failed_guard_and_restores_logging(capfd):

@@ -104,7 +104,6 @@ def test_solution_has_check_cells_calling_graders(path):
         f"{path.name} does not use the graders in amp_edu.checks.l{lesson}"
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("path", EXERCISES, ids=lambda p: p.name)
 def test_every_shipped_exercise_fails_at_each_check(path):
     nb = notebook.read(path)

@@ -168,13 +168,12 @@ def _torch_answers(env):
     return tuple(v == "True" for v in out)
 
 
-@pytest.mark.slow                # a fresh interpreter per limit
 @pytest.mark.skipif(device.read_cpu_features().arch != "x86", reason="ONEDNN_MAX_CPU_ISA is an x86 switch")
 @pytest.mark.parametrize("limit", ["AVX2", "AVX512_CORE"])
 def test_the_rule_follows_torch_under_a_limit(limit):
     """torch's own query follows ONEDNN_MAX_CPU_ISA (it asks oneDNN); so does the rule."""
     live = device.read_cpu_features()
-    if device.onednn_isa(live) is None or not device._allows(device.onednn_isa(live), limit):
+    if device.onednn_isa(live) is None or not device.cpu_features.allows(device.onednn_isa(live), limit):
         pytest.skip(f"this CPU is below {limit}")
     c = device.cpu_class(live, env={"ONEDNN_MAX_CPU_ISA": limit})
     assert _torch_answers({"ONEDNN_MAX_CPU_ISA": limit}) == (c.bf16.supported, c.fp16.supported)

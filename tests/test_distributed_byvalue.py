@@ -11,7 +11,6 @@ import pytest
 
 from amp_edu.distributed import byvalue
 
-pytestmark = pytest.mark.slow     # functions run in fresh interpreters
 
 CELL = '''
 import math

@@ -9,7 +9,6 @@ import torch
 
 from amp_edu.distributed import launch, lesson, parity
 
-pytestmark = pytest.mark.slow     # two-rank FSDP2/DDP runs: processes started per test
 
 
 def everything(rank: int, world_size: int, size: dict, ckpt_dir: str) -> dict:

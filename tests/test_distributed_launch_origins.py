@@ -2,7 +2,10 @@
 test_distributed_launch.py), a script run as ``python train.py`` (its ``__main__``) and a notebook
 cell (a Jupyter kernel's ``__main__``). From each: results, a failing rank named with its own
 traceback line, a hang stopped by ``TimeoutError``, Ctrl-C (a real SIGINT) -- and after each, no
-rank alive and no child process left (psutil)."""
+rank alive and no child process left (psutil).
+
+Nothing here waits on the clock: Ctrl-C is sent once both ranks have reported that they sleep, and
+the time limits (``HANG_S``) are bounds against a real hang, not estimates of how fast ranks start."""
 
 import json
 import os
@@ -12,9 +15,8 @@ import textwrap
 import time
 
 import psutil
-import pytest
 
-pytestmark = pytest.mark.slow         # each origin starts 8 ranks (and the notebook a kernel)
+HANG_S = 300        # seconds: each launch's bound; the whole script's is a few of them
 
 # The learner's code: rank functions at the top level of the script or the cell, and a driver that
 # runs the four scenarios and reports what it saw as JSON.
@@ -41,7 +43,12 @@ def my_stall(rank, world_size):
     time.sleep(3600)
 '''
 
-DRIVER = '''
+DRIVER = f"HANG_S = {HANG_S}   # the test's bound against a hang, per launch\n" + '''
+# Ctrl-C raises KeyboardInterrupt through Python's SIGINT handler, which Python installs at start-up
+# only if SIGINT is not ignored -- and a process started from a background job of a non-interactive
+# shell (`make test &`, some CI runners) inherits it ignored. A terminal's Ctrl-C finds the handler.
+signal.signal(signal.SIGINT, signal.default_int_handler)
+
 def children():
     from multiprocessing import resource_tracker
     tracker = getattr(resource_tracker._resource_tracker, "_pid", None)
@@ -60,10 +67,10 @@ def ctrl_c_when_both_sleep():
     return on_progress
 
 report = {"pid": os.getpid()}
-for name, call in (("ok", lambda: launch(my_sum, world_size=2, timeout_s=120, progress=False)),
-                   ("fail", lambda: launch(my_failing, world_size=2, timeout_s=120, progress=False)),
+for name, call in (("ok", lambda: launch(my_sum, world_size=2, timeout_s=HANG_S, progress=False)),
+                   ("fail", lambda: launch(my_failing, world_size=2, timeout_s=HANG_S, progress=False)),
                    ("hang", lambda: launch(my_stall, world_size=2, timeout_s=8, progress=False)),
-                   ("ctrl_c", lambda: launch(my_stall, world_size=2, timeout_s=120,
+                   ("ctrl_c", lambda: launch(my_stall, world_size=2, timeout_s=HANG_S,
                                              progress=ctrl_c_when_both_sleep()))):
     t = time.monotonic()
     try:
@@ -102,7 +109,7 @@ def test_from_a_script_main(tmp_path):
     script = tmp_path / "train.py"
     script.write_text(RANK_FUNCTIONS + '\nif __name__ == "__main__":\n' + textwrap.indent(DRIVER, "    "))
     env = {**os.environ, "PYTHONPATH": os.getcwd()}
-    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=400, env=env,
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=4 * HANG_S, env=env,
                          cwd=tmp_path)
     assert out.returncode == 0, out.stderr[-3000:]
     _check(_report(out.stdout))
@@ -112,9 +119,9 @@ def test_a_script_without_the_main_guard_is_explained(tmp_path):
     """Spawned ranks re-import the script; without the guard each would launch again. The rank
     dies in its start-up and the parent says why."""
     script = tmp_path / "unguarded.py"
-    script.write_text(RANK_FUNCTIONS + "\nprint(launch(my_sum, world_size=1, timeout_s=120))\n")
+    script.write_text(RANK_FUNCTIONS + f"\nprint(launch(my_sum, world_size=1, timeout_s={HANG_S}))\n")
     env = {**os.environ, "PYTHONPATH": os.getcwd()}
-    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, env=env,
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=2 * HANG_S, env=env,
                          cwd=tmp_path)
     assert out.returncode != 0
     assert "if __name__ == '__main__':" in out.stderr, out.stderr[-3000:]
@@ -128,14 +135,15 @@ def test_from_a_notebook_cell(tmp_path):
                "try:\n    launch(uses_local, world_size=2)\nexcept TypeError as e:\n    print('REFUSED', e)\n")
     nb.cells = [nbformat.v4.new_code_cell(RANK_FUNCTIONS), nbformat.v4.new_code_cell(DRIVER),
                 nbformat.v4.new_code_cell(refused)]
-    client = NotebookClient(nb, timeout=400, kernel_name="python3", resources={"metadata": {"path": os.getcwd()}})
+    client = NotebookClient(nb, timeout=4 * HANG_S, kernel_name="python3",
+                            resources={"metadata": {"path": os.getcwd()}})
     client.execute()
     text = "".join(o.get("text", "") for o in nb.cells[1].outputs if o.get("output_type") == "stream")
     report = _report(text)
     _check(report)
     said = "".join(o.get("text", "") for o in nb.cells[2].outputs)
     assert "REFUSED class 'Local' is defined in the notebook" in said, said     # before any rank started
-    deadline = time.monotonic() + 10                     # and the kernel itself ended with the run
+    deadline = time.monotonic() + 60                     # and the kernel itself ended with the run
     while psutil.pid_exists(report["pid"]) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not psutil.pid_exists(report["pid"])

@@ -313,7 +313,6 @@ def _reduce_worker(rank, world_size):
     return hist.history.tolist(), hist.scale.item()
 
 
-@pytest.mark.slow
 def test_reduce_amax_takes_the_max_across_ranks():
     from amp_edu.distributed import launch
     res = launch(_reduce_worker, world_size=2, backend="gloo", timeout_s=120)

@@ -29,7 +29,6 @@ from amp_edu.fp8.fsdp import (Float8GatheredWeight, WeightWithFloat8AllGather,
 from amp_edu.fp8.torchao_import import import_torchao
 from amp_edu.fp8.scaling import round_down_to_power_of_2
 
-pytestmark = pytest.mark.slow     # two-rank FSDP2 runs: processes started
 STEPS = 3
 _E4 = torch.float8_e4m3fn
 

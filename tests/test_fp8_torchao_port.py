@@ -149,7 +149,6 @@ def _linear_impl(lib, x, m_ref, recipe, use_ac=False):
         torch.testing.assert_close(m_ref.bias.grad, m_fp8.bias.grad)
 
 
-@pytest.mark.slow                                 # 48 cases x 2 libraries
 @pytest.mark.parametrize("x_shape", [(16, 16), (2, 16, 16), (3, 2, 16, 16)])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
 @pytest.mark.parametrize("bias", [False, True])
@@ -161,7 +160,6 @@ def test_linear_from_config_params(lib, x_shape, dtype, bias, use_ac):
     _linear_impl(lib, x, m_ref, "tensorwise", use_ac)
 
 
-@pytest.mark.slow                                 # 36 cases x 2 libraries
 @pytest.mark.parametrize("recipe", ["rowwise", "rowwise_with_gw_hp"])
 @pytest.mark.parametrize("x_shape", [(16, 16), (2, 16, 16), (3, 2, 16, 16)])
 @pytest.mark.parametrize("bias", [True, False])
@@ -343,7 +341,6 @@ class _FeedForward(nn.Module):
         return self.w2(nn.functional.silu(self.w1(x)) * self.w3(x))
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("recipe", ["tensorwise", "rowwise", "rowwise_with_gw_hp"])
 def test_encoder_fw_bw_from_recipe(lib, recipe):
     # torchao uses Llama-3 8B's FFN sizes on a GPU; the CPU version keeps the layout at 1/32 width

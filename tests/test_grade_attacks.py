@@ -3,10 +3,25 @@
 Issue 29's attacks passed because the old checks ran inside the learner's kernel: the expected
 value, the comparison and the guard were objects the learner's code could reach. Each attack here
 is a few lines in a notebook cell, written with the course's source open, against the new design
-(plans in the kernel, verdicts in the judge). The whole class is graded with ``python -m amp_edu
-grade`` — once in bubblewrap, once without a sandbox — and every attacker must end with no check
-``pass``: a wrong answer ``fail``s, a rule the exercise states ``fail``s, a reach for the grader's
-machinery is ``tampered``. The honest notebooks in the same class pass every check.
+(plans in the kernel, verdicts in the judge). The class is graded with ``python -m amp_edu grade``
+and every attacker must end with no check ``pass``: a wrong answer ``fail``s, a rule the exercise
+states ``fail``s, a reach for the grader's machinery is ``tampered``. The honest notebooks in the
+same class pass every check.
+
+The whole class is graded in bubblewrap. Without a sandbox only the attacks whose outcome can
+depend on it are graded again, with the honest notebooks: what bubblewrap changes is what the
+kernel can reach *outside its own process* -- files (the checkout, the real ``amp_edu/checks``,
+the instructor's home are not mounted; the package and the environment are read-only), the
+network, other processes; the kernel's environment is the same minimal one in both modes. An
+attack that works inside the kernel's memory (lying values, stack frames, ``gc``, a function mode, an
+aten override, patched builtins, a profile hook, patched guard or runner objects) or one the judge
+finds in the notebook's source (the exercises' rules, code built at run time, a table, a printed
+PASS, another exercise) meets the same defences in both modes, so grading it twice only repeats
+the bubblewrap run. The attacks that read the grader's files -- by import (``import_reference``:
+which ``amp_edu`` the kernel imports depends on what it can see) or by path
+(``reference_by_path``) -- can succeed or fail by the sandbox alone, so they run in both modes
+(:data:`SANDBOX_DEPENDENT`). A new attack that reads or writes files, starts processes or opens
+sockets belongs there too.
 """
 
 from __future__ import annotations
@@ -24,7 +39,6 @@ from amp_edu.course import sandbox
 
 from test_grade_integrity import solved, exercise, with_cell  # noqa: E402  (tests/ is on sys.path)
 
-pytestmark = pytest.mark.slow          # grading kernels: the course tier
 ROOT = Path(__file__).resolve().parents[1]
 EX01, EX04 = "01_number_formats.ipynb", "04_gradscaler_from_scratch.ipynb"
 SANDBOX = sandbox.bwrap_problem()
@@ -207,17 +221,28 @@ ATTACKS = {   # name: (exercise file, notebook builder)
     "other_exercise": (EX01, lambda: solved(EX04)),         # a solved 04 handed in as 01
 }
 HONEST = {"alice": (EX01, lambda: solved(EX01)), "dave": (EX04, lambda: solved(EX04))}
+#: the attacks whose outcome can depend on the sandbox (see the module docstring): graded in both modes
+SANDBOX_DEPENDENT = ("import_reference", "reference_by_path")
+
+
+def write_class(root: Path, attackers) -> Path:
+    """A class folder: one hand-in per attacker named in ``attackers``, and the honest ones."""
+    import nbformat
+
+    for who, (name, build) in {**{a: ATTACKS[a] for a in attackers}, **HONEST}.items():
+        (root / who).mkdir()
+        nbformat.write(build(), root / who / name)
+    return root
 
 
 @pytest.fixture(scope="module")
 def klass(tmp_path_factory) -> Path:
-    import nbformat
+    return write_class(tmp_path_factory.mktemp("class"), ATTACKS)
 
-    root = tmp_path_factory.mktemp("class")
-    for who, (name, build) in {**ATTACKS, **HONEST}.items():
-        (root / who).mkdir()
-        nbformat.write(build(), root / who / name)
-    return root
+
+@pytest.fixture(scope="module")
+def sandbox_dependent_class(tmp_path_factory) -> Path:
+    return write_class(tmp_path_factory.mktemp("class_none"), SANDBOX_DEPENDENT)
 
 
 def grade(klass: Path, mode: str, tmp: Path) -> dict:
@@ -235,33 +260,47 @@ def grade(klass: Path, mode: str, tmp: Path) -> dict:
     return {"rows": by, "notebooks": notes, "stdout": proc.stdout}
 
 
-def assert_every_attack_fails_or_is_flagged(result: dict) -> None:
+def assert_every_attack_fails_or_is_flagged(result: dict, attackers) -> None:
+    """Honest work passes; every attacker in ``attackers`` passes no check, and each is failed or
+    flagged for the reason its attack calls for."""
     rows, notebooks = result["rows"], result["notebooks"]
+    assert set(rows) == set(attackers) | set(HONEST), sorted(rows)
     for who in HONEST:
         assert {r["status"] for r in rows[who]} == {"pass"}, (who, rows[who])
-    passed = {who: [r["check"] for r in rows[who] if r["status"] == "pass"] for who in ATTACKS}
+    passed = {who: [r["check"] for r in rows[who] if r["status"] == "pass"] for who in attackers}
     assert not any(passed.values()), {w: p for w, p in passed.items() if p}
-    flagged = notebooks["other_exercise"]
-    assert any(n.startswith("flagged:") and "04_gradscaler_from_scratch" in n for n in flagged["notes"]), flagged
+    if "other_exercise" in attackers:
+        flagged = notebooks["other_exercise"]
+        assert any(n.startswith("flagged:") and "04_gradscaler_from_scratch" in n for n in flagged["notes"]), flagged
     # the rules the exercises state are named where they are broken
     for who, words in {"library_answer": "amp_edu.formats", "torch_cast": "no torch casts",
                        "scaler_answer": "amp_edu.scaler", "private_amp": "torch._amp_"}.items():
-        assert any(r["status"] == "fail" and words in r["detail"] for r in rows[who]), (who, rows[who])
+        if who in attackers:
+            assert any(r["status"] == "fail" and words in r["detail"] for r in rows[who]), (who, rows[who])
     # values that could lie arrive as markers naming their type
     for who, words in {"lying_float": "float subclass", "lying_str": "str subclass", "lying_numpy": "no numpy casts",
                        "lying_tensor": "torch.Tensor subclass"}.items():
-        text = json.dumps(rows[who])
-        assert words in text, (who, rows[who])
+        if who in attackers:
+            assert words in json.dumps(rows[who]), (who, rows[who])
     # reaching for the grader's machinery is named, never a pass
     for who in ("frames", "gc_search", "torch_mode", "torch_library", "builtins", "profile_hook", "runner_patch",
                 "import_reference", "reference_by_path", "exec_built_code"):
-        assert {r["status"] for r in rows[who]} == {"tampered"}, (who, rows[who])
+        if who in attackers:
+            assert {r["status"] for r in rows[who]} == {"tampered"}, (who, rows[who])
 
 
 @pytest.mark.skipif(bool(SANDBOX), reason=f"no sandbox here: {SANDBOX}")
 def test_every_attack_fails_or_is_flagged_in_the_sandbox(klass, tmp_path):
-    assert_every_attack_fails_or_is_flagged(grade(klass, "bwrap", tmp_path))
+    assert_every_attack_fails_or_is_flagged(grade(klass, "bwrap", tmp_path), ATTACKS)
 
 
-def test_every_attack_fails_or_is_flagged_without_a_sandbox(klass, tmp_path):
-    assert_every_attack_fails_or_is_flagged(grade(klass, "none", tmp_path))
+def test_the_attacks_that_depend_on_the_sandbox_fail_or_are_flagged_without_one(sandbox_dependent_class, tmp_path):
+    """Without a sandbox, the attacks whose outcome can depend on it (see the module docstring)."""
+    assert_every_attack_fails_or_is_flagged(grade(sandbox_dependent_class, "none", tmp_path), SANDBOX_DEPENDENT)
+
+
+def test_every_attack_is_graded_in_the_sandbox_and_the_file_readers_without_one_too():
+    """The split is explicit: every attack is in the bubblewrap class, the no-sandbox class holds
+    only named attacks, and both attacks that reach for the grader's files are among them."""
+    assert set(SANDBOX_DEPENDENT) <= set(ATTACKS)
+    assert {"import_reference", "reference_by_path"} <= set(SANDBOX_DEPENDENT)

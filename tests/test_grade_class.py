@@ -26,7 +26,6 @@ from amp_edu.__main__ import main
 from amp_edu.course import classgrade, kernel
 from amp_edu.course.limits import GradeLimits
 
-pytestmark = pytest.mark.slow      # every test here starts grading kernels (the course tier)
 ROOT = Path(__file__).resolve().parents[1]
 LIMIT = 3.0            # the per-cell limit these tests grade with (seconds)
 SLACK = 3.0            # "within a few seconds of the limit"

@@ -81,7 +81,6 @@ def test_edited_means_more_than_whitespace():
     assert handout.is_edited(ref.source + "\nprint('PASS')", ref)
 
 
-@pytest.mark.slow
 def test_a_tampered_submission_is_graded_with_the_course_checks(tmp_path):
     nb, name1, name2 = tampered()
     path = tmp_path / "sneaky.ipynb"

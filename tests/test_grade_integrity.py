@@ -22,7 +22,6 @@ import pytest
 
 from amp_edu.course import classgrade, kernel, notebook, sandbox
 
-pytestmark = pytest.mark.slow      # every test here starts grading kernels (the course tier)
 ROOT = Path(__file__).resolve().parents[1]
 EX01 = "01_number_formats.ipynb"
 EX06 = "06_tensor_cores.ipynb"

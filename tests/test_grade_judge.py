@@ -139,7 +139,6 @@ def test_the_judge_refuses_what_is_not_a_course_check(tmp_path):
     assert "not a course check module" in answers[0]["message"] and "is not a course check" in answers[1]["message"]
 
 
-@pytest.mark.slow
 def test_the_judge_process_answers_and_is_restarted_after_a_timeout(tmp_path):
     with judge.Judge(env={"AMP_EDU_SMOKE": "1"}) as j:
         where = j.ask({"op": "inputs", "module": "amp_edu.checks.l01", "function": "check_fp16_fate", "seed": 9,

@@ -399,11 +399,35 @@ def test_grad_scaling_autocast(impl, optim_info):
                     assert torch.equal(a, b), (optim_input.desc, foreach, fused, try_pickle)
 
 
+def _fused_run_state(impl, optimizer_ctor, kwargs, separate_unscale):
+    """Parameters, optimizer state and scale after the fused optimizer's scaled run with ``impl``'s scaler."""
+    with torch.random.fork_rng():
+        torch.manual_seed(1)
+        (_, model, _, optimizer, data, loss_fn, _) = _create_scaling_case(
+            optimizer_ctor=optimizer_ctor, optimizer_kwargs=kwargs, device=DEVICE)
+    scaler = impl.GradScaler(DEVICE, init_scale=128.0)
+    for input, target in data:
+        optimizer.zero_grad()
+        with torch.autocast(device_type=DEVICE, dtype=torch.half):
+            loss = loss_fn(model(input), target)
+        scaler.scale(loss).backward()
+        if separate_unscale:
+            scaler.unscale_(optimizer)
+        scaler.step(optimizer)
+        scaler.update()
+    state = [v for p in model.parameters() for v in optimizer.state[p].values() if isinstance(v, torch.Tensor)]
+    return scaler.get_scale(), [p.detach().clone() for p in model.parameters()] + state
+
+
 @pytest.mark.parametrize("optim_info", OPTIMS, ids=lambda o: o.optim_cls.__name__)
 def test_grad_scaling_autocast_fused_optimizers(impl, optim_info):
     """From test_cuda.py, on the CPU: a fused optimizer (which unscales inside its own kernel from
     the ``grad_scale``/``found_inf`` the scaler hands it) against the for-loop one, step by step,
-    with and without a separate ``unscale_``."""
+    with and without a separate ``unscale_``.
+
+    torch's test compares one scaler with itself on two optimizer paths, so a mistake both paths
+    share (the scale's growth, the inverse handed to the fused kernel) would pass it: with
+    amp_edu's scaler the fused run must also end bit-identical to the same run with torch's."""
     optimizer_ctor = optim_info.optim_cls
     for optim_input in optim_inputs(optim_info):
         kwargs = dict(optim_input.kwargs, fused=True)
@@ -448,6 +472,13 @@ def test_grad_scaling_autocast_fused_optimizers(impl, optim_info):
                             actual = actual.squeeze()
                         tracker.add(state_control[k])
                         tracker.pop_check_set(actual, tc)
+            if impl is TORCH:
+                continue                     # torch against itself proves nothing
+            theirs = _fused_run_state(TORCH, optimizer_ctor, kwargs, separate_unscale)
+            ours = _fused_run_state(impl, optimizer_ctor, kwargs, separate_unscale)
+            assert ours[0] == theirs[0]
+            for a, b in zip(ours[1], theirs[1], strict=True):
+                assert torch.equal(a, b), (optim_input.desc, separate_unscale)
 
 
 @pytest.mark.parametrize("optim_info", OPTIMS, ids=lambda o: o.optim_cls.__name__)

@@ -6,8 +6,7 @@ import urllib.request
 
 import pytest
 
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(sys.platform == "win32", reason="make lab is a POSIX Makefile target")]
+pytestmark = [pytest.mark.skipif(sys.platform == "win32", reason="make lab is a POSIX Makefile target")]
 
 
 def test_make_lab_serves_the_lessons(lab):

@@ -123,7 +123,6 @@ def run_nbgrader(args: list[str], cwd: Path, timeout: float = 300) -> str:
     return out
 
 
-@pytest.mark.slow
 def test_nbgrader_generates_the_exercise_and_autogrades_solved_full_and_shipped_zero(tmp_path):
     sols = tmp_path / "sol"
     sols.mkdir()

@@ -18,13 +18,11 @@ the course tier.
 
 from __future__ import annotations
 
-import pytest
 import torch
 
 from amp_edu.distributed import launch
 from amp_edu.optim import AdamW, QuantizedState
 
-pytestmark = pytest.mark.slow     # rank processes are started
 
 # (128, 64): 8192 elements, 4096 per rank of 2; (33, 512): uneven, 17 and 16 rows (8704 and 8192);
 # (64,): too small to quantize, plain states

@@ -13,7 +13,6 @@ pytest.importorskip("torchao.optim")
 from amp_edu.optim import AdamW, footprint  # noqa: E402
 from amp_edu.optim.parity import compare_steps, stochastic_agreement, torchao_optimizer  # noqa: E402
 
-pytestmark = pytest.mark.slow
 SHAPES = ((64, 64), (64,))       # one tensor with quantized states (4096 elements), one without
 
 

@@ -28,7 +28,7 @@ from torchao.optim.subclass_8bit import OptimState8bit  # noqa: E402
 from torchao.optim.subclass_fp8 import OptimStateFp8  # noqa: E402
 
 LIBS = ["torchao", "amp_edu"]
-STEPPING = [pytest.param("torchao", marks=pytest.mark.slow), "amp_edu"]   # torchao's step compiles
+STEPPING = ["torchao", "amp_edu"]   # torchao's step compiles
 KINDS = ["4bit", "8bit", "fp8"]
 NAMES = ["Adam8bit", "AdamW8bit", "Adam4bit", "AdamW4bit", "AdamFp8", "AdamWFp8", "_AdamW"]
 

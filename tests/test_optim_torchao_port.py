@@ -62,7 +62,7 @@ from torchao.optim.subclass_fp8 import OptimStateFp8  # noqa: E402
 SEED = 1234                 # torchao: common_utils.SEED = 1234 when unset
 LIBS = ["torchao", "amp_edu"]
 # torchao's step compiles (course tier); amp_edu's is eager (fast tier)
-STEPPING = [pytest.param("torchao", marks=pytest.mark.slow), "amp_edu"]
+STEPPING = ["torchao", "amp_edu"]
 CUDA = "needs CUDA"
 OPTIMS = ["Adam8bit", "AdamW8bit", "Adam4bit", "AdamW4bit", "AdamFp8", "AdamWFp8"]
 KINDS = ["4bit", "8bit", "fp8"]       # torchao: [OptimState4bit, OptimState8bit, OptimStateFp8]
@@ -117,7 +117,6 @@ def test_quantize_8bit_with_qmap_correctness(lib):
     torch.testing.assert_close(actual, expected)
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("lib", LIBS)
 def test_quantize_8bit_with_qmap_compile(lib):
     x = torch.rand(32, 1024)
@@ -136,7 +135,6 @@ def test_quantize_4bit_with_qmap_correctness(lib):
     torch.testing.assert_close(actual, expected)
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("lib", LIBS)
 def test_quantize_4bit_with_qmap_compile(lib):
     x = torch.rand(32, 1024)
@@ -146,7 +144,7 @@ def test_quantize_4bit_with_qmap_compile(lib):
     torch.testing.assert_close(actual, f(x, qmap))
 
 
-@pytest.mark.parametrize("compile", [False, pytest.param(True, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("compile", [False, True])
 @pytest.mark.parametrize("lib", LIBS)
 def test_bf16_stochastic_round(lib, compile):
     x = torch.rand(32) * 100
@@ -158,7 +156,7 @@ def test_bf16_stochastic_round(lib, compile):
     torch.testing.assert_close(x_rep_bf16.float().mean(1), x, atol=3e-5, rtol=3e-5)
 
 
-@pytest.mark.parametrize("compile", [False, pytest.param(True, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("compile", [False, True])
 @pytest.mark.parametrize("lib", LIBS)
 def test_bf16_stochastic_round_dtensor(lib, compile):
     import torch.distributed as dist

@@ -69,7 +69,6 @@ def test_is_checkout(tmp_path, toml, dirs, ok):
     assert exercises.is_checkout(tmp_path) is ok
 
 
-@pytest.mark.slow
 def test_doctor_runs_from_any_folder_when_installed_without_e(installed, tmp_path):
     where = _run(["-c", "import amp_edu; print(amp_edu.__file__)"], installed, tmp_path)
     assert where.stdout.strip() == str(installed / "amp_edu" / "__init__.py"), where.stderr
@@ -78,7 +77,6 @@ def test_doctor_runs_from_any_folder_when_installed_without_e(installed, tmp_pat
     assert "torch" in r.stdout.lower() and "Traceback" not in r.stderr
 
 
-@pytest.mark.slow
 def test_authoring_tools_refuse_clearly_without_a_checkout(installed, tmp_path, monkeypatch, capsys):
     r = _run(["-m", "amp_edu", "exercises"], installed, tmp_path)
     assert r.returncode == 2 and "checkout of the course" in r.stderr and "Traceback" not in r.stderr
@@ -92,7 +90,6 @@ def test_authoring_tools_refuse_clearly_without_a_checkout(installed, tmp_path, 
     assert nb.read_bytes() == (ROOT / "notebooks" / "00_setup.ipynb").read_bytes(), "nothing was run"
 
 
-@pytest.mark.slow
 def test_grade_runs_from_any_folder_when_installed_without_e(installed, tmp_path):
     """A learner's solved notebook, graded in a folder outside any checkout: every check passes,
     and the report says so (the one grading run of solution 01; nbval runs it as a notebook)."""

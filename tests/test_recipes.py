@@ -229,7 +229,6 @@ def test_a_scaler_with_only_the_five_methods_is_enough():
     assert all(torch.equal(a, b) for a, b in zip(mini.model.parameters(), ref.model.parameters()))
 
 
-@pytest.mark.slow      # a fresh interpreter
 def test_the_families_register_on_import_and_the_packages_below_know_nothing_of_recipes():
     import subprocess
     import sys

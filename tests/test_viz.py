@@ -39,7 +39,6 @@ def test_a_recipe_named_like_a_format_has_that_formats_colour():
             assert viz.recipe_color(name) == viz.FORMAT_COLORS[name], name
 
 
-@pytest.mark.slow      # a fresh interpreter
 def test_a_format_colour_does_not_load_the_recipes():
     import subprocess
     import sys

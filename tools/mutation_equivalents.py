@@ -168,7 +168,7 @@ def _update_inputs():
 def _autocast_args_inputs():
     from amp_edu.checks import l05
     h = torch.randn(2, 3).half()
-    calls = [(op, args, kwargs, pol, low) for _, pol, low, op, _, args, kwargs in l05._cases()]
+    calls = [(op, args, kwargs, pol, low) for _, pol, low, op, _, args, kwargs in l05.args._cases()]
     # every valid way to pass a dtype positionally to the fp32_dtype ops (index 2 or later)
     calls += [("softmax", (h, 1, torch.float16), {}, "cuda", torch.float16),
               ("log_softmax", (h, 0, torch.float32), {}, "cuda", torch.float16),

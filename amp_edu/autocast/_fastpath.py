@@ -64,7 +64,7 @@ def lower_or_fp32_on_cpu(mode, func, route: str, kind, args: tuple, kwargs: dict
     """``func(*args, **kwargs)`` with the casts the general path would make, for a ``lower`` or
     ``fp32`` entry ``route`` of the CPU table on positional CPU tensors; :data:`MISS` for any
     other call. With CUDA autocast off, the op's autocast device is the CPU if any tensor argument
-    is on it (``mode._autocast_device``), and only CPU tensors are cast: the loop decides both."""
+    is on it (``mode.autocast_device``), and only CPU tensors are cast: the loop decides both."""
     if not args or (kwargs and not _no_tensors(kwargs)) or route in mode.cpu_conditional:
         return MISS
     if not (_excluded(_CUDA_KEY) and not _excluded(_CPU_KEY)):      # CPU autocast on, CUDA off

@@ -31,8 +31,8 @@ from typing import Any
 import torch
 
 from ..formats import dtype_name
-from .mode import autocast
 from ..tree import tensors
+from .region import autocast
 
 __all__ = ["Check", "Report", "cpu_checks", "cuda_checks", "run", "torch_lists", "by_list", "everyday",
            "everyday_calls", "KNOWN_GAPS"]
@@ -294,17 +294,32 @@ KNOWN_GAPS = {
 
 
 def everyday_calls() -> dict[str, Any]:
-    """``{name: zero-argument call}``: common layers, losses and functions on small CPU tensors."""
-    g = torch.Generator().manual_seed(0)
+    """``{name: zero-argument call}``: common layers, functions, matmuls and tensor ops on small
+    CPU tensors (fp32, and bf16 where a call's name says so)."""
+    t = _EverydayTensors(torch.Generator().manual_seed(0))
+    return {**_layer_calls(t), **_function_calls(t), **_matmul_calls(t), **_tensor_op_calls(t)}
 
-    def r(*shape, dtype=torch.float32):
-        return torch.randn(*shape, generator=g).to(dtype)
 
-    b = torch.bfloat16
-    x, xb, img, vol = r(4, 8), r(4, 8, dtype=b), r(2, 3, 8, 8), r(1, 2, 4, 4, 4, dtype=b)
-    tgt = torch.tensor([0, 1, 2, 3])
-    F, nn = torch.nn.functional, torch.nn
-    q = r(2, 5, 8)
+class _EverydayTensors:
+    """The inputs of the everyday calls: ``x`` (4, 8) and its bf16 twin ``xb``, an image batch
+    ``img`` (2, 3, 8, 8), a bf16 volume ``vol``, a sequence batch ``q`` (2, 5, 8), class targets
+    ``tgt``, and :meth:`r` for a fresh drawn tensor."""
+
+    def __init__(self, g: torch.Generator):
+        self.g = g
+        self.x, self.xb = self.r(4, 8), self.r(4, 8, dtype=torch.bfloat16)
+        self.img, self.vol = self.r(2, 3, 8, 8), self.r(1, 2, 4, 4, 4, dtype=torch.bfloat16)
+        self.tgt = torch.tensor([0, 1, 2, 3])
+        self.q = self.r(2, 5, 8)
+
+    def r(self, *shape, dtype=torch.float32) -> torch.Tensor:
+        return torch.randn(*shape, generator=self.g).to(dtype)
+
+
+def _layer_calls(t: _EverydayTensors) -> dict[str, Any]:
+    """``nn`` modules: linear, convolutions, norms, embedding, attention, recurrent layers."""
+    nn, b = torch.nn, torch.bfloat16
+    x, xb, img, q, tgt = t.x, t.xb, t.img, t.q, t.tgt
     return {
         "nn.Linear": lambda: nn.Linear(8, 4)(x),
         "nn.Conv2d": lambda: nn.Conv2d(3, 4, 3)(img),
@@ -325,6 +340,14 @@ def everyday_calls() -> dict[str, Any]:
         "nn.GRUCell": lambda: nn.GRUCell(8, 4)(x),
         "nn.RNNCell": lambda: nn.RNNCell(8, 4)(x),
         "nn.Bilinear": lambda: nn.Bilinear(8, 8, 3)(x, x),
+    }
+
+
+def _function_calls(t: _EverydayTensors) -> dict[str, Any]:
+    """``torch.nn.functional``: attention, activations, losses, padding, pooling, distances."""
+    F, b = torch.nn.functional, torch.bfloat16
+    xb, img, vol, q, tgt = t.xb, t.img, t.vol, t.q, t.tgt
+    return {
         "F.scaled_dot_product_attention": lambda: F.scaled_dot_product_attention(q, q, q),
         "F.softmax(bf16)": lambda: F.softmax(xb, -1),
         "F.log_softmax(bf16)": lambda: F.log_softmax(xb, -1),
@@ -346,6 +369,13 @@ def everyday_calls() -> dict[str, Any]:
         "F.normalize(bf16)": lambda: F.normalize(xb),
         "F.cosine_similarity(bf16)": lambda: F.cosine_similarity(xb, xb),
         "F.pairwise_distance(bf16)": lambda: F.pairwise_distance(xb, xb),
+    }
+
+
+def _matmul_calls(t: _EverydayTensors) -> dict[str, Any]:
+    """Matrix products, single ops and the C++ composites that reach ``mm`` inside."""
+    x, q, r = t.x, t.q, t.r
+    return {
         "torch.mm": lambda: torch.mm(x, x.t()),
         "x @ w": lambda: x @ x.t(),
         "torch.bmm": lambda: torch.bmm(q, q.transpose(1, 2)),
@@ -358,6 +388,14 @@ def everyday_calls() -> dict[str, Any]:
         "torch.inner": lambda: torch.inner(x, x),
         "torch.tensordot": lambda: torch.tensordot(x, x.t(), 1),
         "torch.einsum (three operands)": lambda: torch.einsum("ij,jk,kl->il", x, x.t(), x),
+    }
+
+
+def _tensor_op_calls(t: _EverydayTensors) -> dict[str, Any]:
+    """Tensor ops: joining mixed dtypes, pointwise, reductions, norms, linear algebra, FFT."""
+    b = torch.bfloat16
+    x, xb, r = t.x, t.xb, t.r
+    return {
         "torch.cat(fp32, bf16)": lambda: torch.cat([x, xb]),
         "torch.cat(bf16, fp32)": lambda: torch.cat([xb, x]),
         "torch.stack(bf16, bf16)": lambda: torch.stack([xb, xb]),

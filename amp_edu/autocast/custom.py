@@ -22,8 +22,9 @@ import functools
 
 import torch
 
-from .mode import autocast, get_autocast_dtype, get_autocast_policy, is_autocast_enabled
 from .policy import is_eligible
+from .region import autocast
+from .state import get_autocast_dtype, get_autocast_policy, is_autocast_enabled
 
 __all__ = ["custom_fwd", "custom_bwd"]
 

@@ -46,7 +46,7 @@ that remain (each measured in the tests):
   ``nll_loss`` in fp32; we cast the logits to fp32 first. Same fp32 result dtype, slightly *more*
   accurate numbers here. ``pairwise_distance`` likewise (the difference ``x1 - x2`` in fp32).
 * Under a foreign policy (``policy="cuda"`` on CPU tensors) the parts of unlisted C++ composites
-  (``torch.matrix_power``, ``torch.inner``, the RNN ops, ...) run uncast; ``mode.COMPOSITE_OPS``
+  (``torch.matrix_power``, ``torch.inner``, the RNN ops, ...) run uncast; ``routes.COMPOSITE_OPS``
   warn once each, naming the op.
 * Named-tensor (Dimname) overloads are not registered in torch; we treat them like the others.
 * The weight cache is keyed by tensor *and* dtype (torch keys by tensor only, so a nested region

@@ -4,7 +4,7 @@
 ``AutocastCUDA`` dispatch keys. Torch changes those registrations between releases: an op is added
 to a list, or leaves it. The installed torch says which ops it registers
 (``torch._C._dispatch_get_registrations_for_dispatch_key``, read once into
-``mode.TORCH_REGISTERED``), so the difference is computed, not remembered:
+``routes.TORCH_REGISTERED``), so the difference is computed, not remembered:
 
 >>> from amp_edu.autocast import versions
 >>> print(versions.report())          # doctest: +SKIP
@@ -81,7 +81,7 @@ def differences(pol: str, registered=None, torch_version: str | None = None) -> 
     if pol not in policy.REGISTERED:
         raise ValueError(f"pol must be one of {', '.join(policy.REGISTERED)}, got {pol!r}")
     if registered is None:
-        from .mode import TORCH_REGISTERED
+        from .routes import TORCH_REGISTERED
         registered = TORCH_REGISTERED[pol]
     table = set(policy.REGISTERED[pol])
     registered = set(registered)

@@ -36,6 +36,7 @@ from .core import NOT_DONE_HINT, Check, bits, fail, returned, same_bits
 
 __all__ = ["check_unscale_and_sync", "run_ranks"]
 
+NAME = "unscale_and_sync_"
 INF, NAN = math.inf, math.nan
 
 
@@ -149,114 +150,137 @@ def _readable_rank(rank, n_grads: int) -> bool:
 
 
 def _judge(cases, result) -> str:
-    """Judge what :func:`amp_edu.plans.l11.unscale_and_sync_plan` sent back: per case, per rank."""
-    name = "unscale_and_sync_"
-    def unreadable():
-        return fail(name, expected=f"{len(cases)} answers", got=result,
-                    hint="the grader could not read your function's answers")
+    """Judge what :func:`amp_edu.plans.l11.unscale_and_sync_plan` sent back: per case, per rank,
+    in three steps -- every rank answered, the ranks agree on ``found_inf``, every gradient was
+    unscaled as torch's kernel unscales it."""
     if type(result) is not list or not 0 < len(result) <= len(cases) or not all(
             type(ranks) is list and len(ranks) == len(per_rank)
             and all(_readable_rank(rk, len(gs)) for rk, gs in zip(ranks, per_rank))
             for (_, per_rank, _), ranks in zip(cases, result)):
-        raise unreadable()
+        raise _unreadable(cases, result)
     for (label, per_rank, scale_value), ranks in zip(cases, result):         # the plan stops after a hang
         scale = torch.tensor(scale_value, dtype=torch.float32)
         expected = [_reference(gs, scale) for gs in per_rank]
         any_found = any(f for _, f in expected)
         shown = f"{label}: {_show(per_rank, scale_value)}"
         want = f"float32 tensor of shape (1,), {'nonzero' if any_found else '0'} on both ranks"
-        for rk in ranks:
-            err = rk["outcome"]["raised"] if rk["kind"] == "error" else None
-            if err is not None and "NotImplementedError" in (err["type"], *err["bases"]):
-                raise fail(name, input=shown, expected=want, got="NotImplementedError", hint=NOT_DONE_HINT)
-        for r, rk in enumerate(ranks):
-            kind = rk["kind"]
-            if kind == "ok":
-                continue
-            other = 1 - r
-            if ranks[other]["kind"] == "ok" and not per_rank[other]:
-                hint = (f"rank {other} holds no gradients and made no all-reduce (it returned early, or it "
-                        f"all-reduces inside the loop over its gradients, which then runs zero times), so "
-                        f"rank {r} waited for it until the timeout: every rank must call all_reduce once, "
-                        "even with nothing to check (torch's ShardedGradScaler makes a found_inf for that case)")
-            elif ranks[other]["kind"] == "ok" and 0 < len(per_rank[other]) < len(per_rank[r]):
-                hint = (f"rank {r} holds {len(per_rank[r])} gradient tensors and rank {other} "
-                        f"{len(per_rank[other])}: an all-reduce per tensor makes rank {r} wait for "
-                        f"all-reduces that rank {other} never makes. Check every tensor first, then "
-                        "all-reduce found_inf once, after the loop")
-            elif kind == "hung":
-                hint = "rank did not return within the time limit (an endless loop, or a collective no one else joined)"
-            else:
-                err = rk["outcome"]["raised"]
-                hint = _error_hint(f"{err['type']}: {err['message']}")
-            if kind == "hung":
-                got = "no answer (hung)"
-            else:
-                err = rk["outcome"]["raised"]
-                got = f"{err['type']}: {err['message'][:200]}"
-            raise fail(name, input=f"{shown} [rank {r}]", expected=want, got=got, hint=hint)
-        results = [returned(name, rk["outcome"], input=f"{shown} [rank {r}]", expected=want)
-                   for r, rk in enumerate(ranks)]
-        for r, got in enumerate(results):
-            if not (type(got) is torch.Tensor and got.dtype == torch.float32 and tuple(got.shape) == (1,)):
-                raise fail(name, input=f"{shown} [rank {r}]", expected=want, got=got,
-                           hint="keep found_inf a float32 tensor of shape (1,) -- torch.zeros(1) then fill_(1.0): "
-                                "the scaler's update() adds these tensors and compares with 1.0; a bool or int "
-                                "tensor (or a Python bool) is not what it expects")
-        nonzero = [bool(g.item() != 0) for g in results]
-        local = [f for _, f in expected]
-        if nonzero != [any_found] * WORLD:
-            if nonzero == local:
-                hint = ("each rank reported only its own shard: all-reduce found_inf over the group "
-                        "(dist.all_reduce(found_inf, group=group)) before returning, or the ranks take "
-                        "different skip decisions: each updates its shard on its own schedule, and the model "
-                        "drifts away from the correctly trained one")
-            elif all(local) and not any(nonzero):
-                hint = ("both ranks found an inf: the SUM all-reduce gives 2.0, not 1.0 -- any nonzero "
-                        "found_inf means skip; do not compare it with 1 (or use ReduceOp.MAX)")
-            elif any_found and not any(local[r] == nonzero[r] for r in range(WORLD)):
-                hint = "found_inf is nonzero when a gradient is NOT finite (torch.isfinite(g).all() is False)"
-            else:
-                hint = ("found_inf must be nonzero on every rank exactly when some rank's gradients held inf, "
-                        "-inf or NaN before unscaling (check with torch.isfinite, before multiplying)")
-            raise fail(name, input=shown, expected=want, got=[g.tolist() for g in results], hint=hint)
-        if len({g.item() for g in results}) != 1:
-            raise fail(name, input=shown, expected="the same found_inf on both ranks", got=[g.tolist() for g in results],
-                       hint="return the all-reduced tensor itself, on every rank")
-        for r in range(WORLD):
-            for k, (a, b) in enumerate(zip(ranks[r]["grads"], expected[r][0])):
-                if type(a) is torch.Tensor and same_bits(a, b):
-                    continue
-                g0 = per_rank[r][k]
-                if type(a) is not torch.Tensor or a.dtype != g0.dtype or a.shape != g0.shape:
-                    hint = "each gradient becomes g.mul_(inv), in place, with inv = 1/scale as a float32 0-dim tensor"
-                elif torch.equal(bits(a), bits(g0)):
-                    hint = ("the gradients were not unscaled: multiply each one in place by the inverse "
-                            "scale (g.mul_(inv)) -- also when an inf was found (the step is skipped anyway)")
-                elif g0.dtype != torch.float32 and torch.equal(
-                        bits(a), bits(g0.clone().mul_(_ref.inverse_scale(scale).to(g0.dtype)))):
-                    hint = (f"the inverse scale was rounded to the gradients' dtype ({dtype_name(g0.dtype)}) before "
-                            "multiplying: keep inv a float32 tensor and call g.mul_(inv) -- each product is then "
-                            f"computed in float32 and rounded once to {dtype_name(g0.dtype)}, as torch's kernel "
-                            f"does; 1/{scale_value:g} in {dtype_name(g0.dtype)} is a different number")
-                elif torch.equal(bits(a), bits(g0 * scale_value)):
-                    hint = "you multiplied by the scale S: unscaling multiplies by 1/S"
-                elif g0.dtype == torch.float64 and torch.equal(bits(a), bits(g0.clone().mul_(1.0 / scale_value))):
-                    hint = ("the inverse stayed float64: round it to float32 (inv = scale.double().reciprocal()"
-                            ".float()), as torch's inv_scale is a float32 tensor -- a float64 gradient is multiplied "
-                            f"by the float32 1/{scale_value:g}, which is not the float64 one")
-                elif scale_value != 1.0 and (torch.equal(bits(a), bits(g0 / scale_value)) or torch.equal(
-                        bits(a), bits((g0.double() * (1.0 / scale_value)).to(g0.dtype)))):
-                    hint = ("multiply by the float32-rounded inverse: inv = scale.double().reciprocal().float() "
-                            "(or scale.reciprocal(): the same bits for a float32 scale), then g.mul_(inv). "
-                            "Dividing by S, or multiplying in float64 by the unrounded 1/S, rounds differently "
-                            "in the last bit for a scale like 3 -- and then your ranks would not match torch's scaler")
-                else:
-                    hint = "each gradient becomes g.mul_(inv), in place, with inv = 1/scale as a float32 0-dim tensor"
-                raise fail(name, input=f"{shown} [rank {r}, gradient #{k}]", expected=b, got=a, hint=hint)
+        _judge_every_rank_answered(ranks, per_rank, shown, want)
+        _judge_found_inf(ranks, expected, shown, want)
+        _judge_unscaled_gradients(ranks, per_rank, expected, scale_value, shown)
     if len(result) != len(cases):                # cases left out, though none failed
-        raise unreadable()
+        raise _unreadable(cases, result)
     return f"{len(cases)} cases, 2 emulated ranks (threads with real gloo all-reduces)"
+
+
+def _unreadable(cases, result):
+    return fail(NAME, expected=f"{len(cases)} answers", got=result,
+                hint="the grader could not read your function's answers")
+
+
+def _judge_every_rank_answered(ranks, per_rank, shown, want) -> None:
+    """No rank raised or hung; where one did, say which rank left the other waiting, and why."""
+    for rk in ranks:
+        err = rk["outcome"]["raised"] if rk["kind"] == "error" else None
+        if err is not None and "NotImplementedError" in (err["type"], *err["bases"]):
+            raise fail(NAME, input=shown, expected=want, got="NotImplementedError", hint=NOT_DONE_HINT)
+    for r, rk in enumerate(ranks):
+        kind = rk["kind"]
+        if kind == "ok":
+            continue
+        other = 1 - r
+        if ranks[other]["kind"] == "ok" and not per_rank[other]:
+            hint = (f"rank {other} holds no gradients and made no all-reduce (it returned early, or it "
+                    f"all-reduces inside the loop over its gradients, which then runs zero times), so "
+                    f"rank {r} waited for it until the timeout: every rank must call all_reduce once, "
+                    "even with nothing to check (torch's ShardedGradScaler makes a found_inf for that case)")
+        elif ranks[other]["kind"] == "ok" and 0 < len(per_rank[other]) < len(per_rank[r]):
+            hint = (f"rank {r} holds {len(per_rank[r])} gradient tensors and rank {other} "
+                    f"{len(per_rank[other])}: an all-reduce per tensor makes rank {r} wait for "
+                    f"all-reduces that rank {other} never makes. Check every tensor first, then "
+                    "all-reduce found_inf once, after the loop")
+        elif kind == "hung":
+            hint = "rank did not return within the time limit (an endless loop, or a collective no one else joined)"
+        else:
+            err = rk["outcome"]["raised"]
+            hint = _error_hint(f"{err['type']}: {err['message']}")
+        if kind == "hung":
+            got = "no answer (hung)"
+        else:
+            err = rk["outcome"]["raised"]
+            got = f"{err['type']}: {err['message'][:200]}"
+        raise fail(NAME, input=f"{shown} [rank {r}]", expected=want, got=got, hint=hint)
+
+
+def _judge_found_inf(ranks, expected, shown, want) -> None:
+    """Every rank returned the same float32 ``(1,)`` tensor, nonzero iff some rank found an inf/NaN."""
+    any_found = any(f for _, f in expected)
+    results = [returned(NAME, rk["outcome"], input=f"{shown} [rank {r}]", expected=want)
+               for r, rk in enumerate(ranks)]
+    for r, got in enumerate(results):
+        if not (type(got) is torch.Tensor and got.dtype == torch.float32 and tuple(got.shape) == (1,)):
+            raise fail(NAME, input=f"{shown} [rank {r}]", expected=want, got=got,
+                       hint="keep found_inf a float32 tensor of shape (1,) -- torch.zeros(1) then fill_(1.0): "
+                            "the scaler's update() adds these tensors and compares with 1.0; a bool or int "
+                            "tensor (or a Python bool) is not what it expects")
+    nonzero = [bool(g.item() != 0) for g in results]
+    local = [f for _, f in expected]
+    if nonzero != [any_found] * WORLD:
+        if nonzero == local:
+            hint = ("each rank reported only its own shard: all-reduce found_inf over the group "
+                    "(dist.all_reduce(found_inf, group=group)) before returning, or the ranks take "
+                    "different skip decisions: each updates its shard on its own schedule, and the model "
+                    "drifts away from the correctly trained one")
+        elif all(local) and not any(nonzero):
+            hint = ("both ranks found an inf: the SUM all-reduce gives 2.0, not 1.0 -- any nonzero "
+                    "found_inf means skip; do not compare it with 1 (or use ReduceOp.MAX)")
+        elif any_found and not any(local[r] == nonzero[r] for r in range(WORLD)):
+            hint = "found_inf is nonzero when a gradient is NOT finite (torch.isfinite(g).all() is False)"
+        else:
+            hint = ("found_inf must be nonzero on every rank exactly when some rank's gradients held inf, "
+                    "-inf or NaN before unscaling (check with torch.isfinite, before multiplying)")
+        raise fail(NAME, input=shown, expected=want, got=[g.tolist() for g in results], hint=hint)
+    if len({g.item() for g in results}) != 1:
+        raise fail(NAME, input=shown, expected="the same found_inf on both ranks", got=[g.tolist() for g in results],
+                   hint="return the all-reduced tensor itself, on every rank")
+
+
+def _judge_unscaled_gradients(ranks, per_rank, expected, scale_value, shown) -> None:
+    """Every gradient, bit for bit, is torch's ``g.mul_(inv)`` with ``inv`` the float32 1/scale."""
+    for r in range(WORLD):
+        for k, (a, b) in enumerate(zip(ranks[r]["grads"], expected[r][0])):
+            if type(a) is torch.Tensor and same_bits(a, b):
+                continue
+            raise fail(NAME, input=f"{shown} [rank {r}, gradient #{k}]", expected=b, got=a,
+                       hint=_unscale_hint(a, per_rank[r][k], scale_value))
+
+
+def _unscale_hint(a, g0, scale_value: float) -> str:
+    """What the learner's gradient ``a`` (from ``g0``) says about how it was unscaled."""
+    scale = torch.tensor(scale_value, dtype=torch.float32)
+    if type(a) is not torch.Tensor or a.dtype != g0.dtype or a.shape != g0.shape:
+        return "each gradient becomes g.mul_(inv), in place, with inv = 1/scale as a float32 0-dim tensor"
+    if torch.equal(bits(a), bits(g0)):
+        return ("the gradients were not unscaled: multiply each one in place by the inverse "
+                "scale (g.mul_(inv)) -- also when an inf was found (the step is skipped anyway)")
+    if g0.dtype != torch.float32 and torch.equal(
+            bits(a), bits(g0.clone().mul_(_ref.inverse_scale(scale).to(g0.dtype)))):
+        return (f"the inverse scale was rounded to the gradients' dtype ({dtype_name(g0.dtype)}) before "
+                "multiplying: keep inv a float32 tensor and call g.mul_(inv) -- each product is then "
+                f"computed in float32 and rounded once to {dtype_name(g0.dtype)}, as torch's kernel "
+                f"does; 1/{scale_value:g} in {dtype_name(g0.dtype)} is a different number")
+    if torch.equal(bits(a), bits(g0 * scale_value)):
+        return "you multiplied by the scale S: unscaling multiplies by 1/S"
+    if g0.dtype == torch.float64 and torch.equal(bits(a), bits(g0.clone().mul_(1.0 / scale_value))):
+        return ("the inverse stayed float64: round it to float32 (inv = scale.double().reciprocal()"
+                ".float()), as torch's inv_scale is a float32 tensor -- a float64 gradient is multiplied "
+                f"by the float32 1/{scale_value:g}, which is not the float64 one")
+    if scale_value != 1.0 and (torch.equal(bits(a), bits(g0 / scale_value)) or torch.equal(
+            bits(a), bits((g0.double() * (1.0 / scale_value)).to(g0.dtype)))):
+        return ("multiply by the float32-rounded inverse: inv = scale.double().reciprocal().float() "
+                "(or scale.reciprocal(): the same bits for a float32 scale), then g.mul_(inv). "
+                "Dividing by S, or multiplying in float64 by the unrounded 1/S, rounds differently "
+                "in the last bit for a scale like 3 -- and then your ranks would not match torch's scaler")
+    return "each gradient becomes g.mul_(inv), in place, with inv = 1/scale as a float32 0-dim tensor"
 
 
 check_unscale_and_sync = Check("unscale_and_sync_", cases=_all_cases, plan=unscale_and_sync_plan, judge=_judge)

@@ -290,6 +290,41 @@ def launch(fn: Callable, *args: Any, world_size: int = 2, backend: str = "gloo",
     Raises ``RuntimeError`` naming the first rank that failed and its error (with that rank's
     traceback), ``TimeoutError`` past ``timeout_s``. No rank survives the call.
     """
+    timeout_s = _check_launch(fn, world_size, backend, timeout_s, progress)
+    show = _print_progress if progress is True else (progress or None)
+    payload = byvalue.dumps((fn, args))          # here: what cannot be sent is a TypeError before any rank starts
+
+    import torch.distributed as dist
+    deadline = time.monotonic() + timeout_s
+    ctx = mp.get_context("spawn")
+    store = dist.TCPStore(_HOST, 0, world_size=None, is_master=True,         # step 1: a fresh rendezvous
+                          timeout=datetime.timedelta(seconds=timeout_s), wait_for_workers=False)
+    LAST_RUN.clear()
+    LAST_RUN.update(port=store.port, pids=[])
+    q = ctx.Queue()
+    procs = [ctx.Process(target=_worker, args=(payload, r, world_size, backend, store.port, timeout_s, q),
+                         name=f"amp_edu-rank{r}", daemon=True) for r in range(world_size)]
+    try:
+        for p in procs:                                                      # step 2: spawned ranks
+            p.start()
+            LAST_RUN["pids"].append(p.pid)
+        results = _wait_for_results(q, procs, deadline, timeout_s, show)    # step 3
+        # every result is in: nothing more can come from the ranks, and a process that has
+        # imported torch takes seconds to shut down -- stop them now rather than wait
+        _kill(procs)
+        return [results[r] for r in range(world_size)]
+    finally:                                                                 # step 4: bounded and clean
+        _kill(procs)                         # on any exit path: error, timeout, KeyboardInterrupt
+        alive = [r for r, p in enumerate(procs) if p.pid is not None and p.is_alive()]
+        q.close()
+        q.cancel_join_thread()
+        del store                            # closes the rendezvous port
+        if alive:
+            raise RuntimeError(f"ranks {alive} are still alive after SIGKILL")
+
+
+def _check_launch(fn, world_size, backend, timeout_s, progress) -> float:
+    """Refuse bad arguments before anything starts; the timeout as a float."""
     _check_fn(fn)
     _check_world_size(world_size)
     _check_backend(backend)
@@ -301,64 +336,43 @@ def launch(fn: Callable, *args: Any, world_size: int = 2, backend: str = "gloo",
         if n < world_size:
             raise ValueError(f"backend 'nccl' needs one GPU per rank: world_size={world_size} but {n} GPU(s) "
                              "found; use backend='gloo' (or pick_backend())")
-    show = _print_progress if progress is True else (progress or None)
-    payload = byvalue.dumps((fn, args))          # here: what cannot be sent is a TypeError before any rank starts
+    return timeout_s
 
-    import torch.distributed as dist
-    deadline = time.monotonic() + timeout_s
-    ctx = mp.get_context("spawn")
-    store = dist.TCPStore(_HOST, 0, world_size=None, is_master=True,
-                          timeout=datetime.timedelta(seconds=timeout_s), wait_for_workers=False)
-    port = store.port
-    LAST_RUN.clear()
-    LAST_RUN.update(port=port, pids=[])
-    q = ctx.Queue()
-    procs = [ctx.Process(target=_worker, args=(payload, r, world_size, backend, port, timeout_s, q),
-                         name=f"amp_edu-rank{r}", daemon=True) for r in range(world_size)]
+
+def _wait_for_results(q, procs, deadline: float, timeout_s: float, show) -> dict[int, Any]:
+    """Read the ranks' messages until every rank has sent its result: progress lines are shown, the
+    first error is raised (:func:`_first_failure`), so are a rank that died without a word and the
+    deadline."""
+    world_size = len(procs)
     results: dict[int, Any] = {}
     last: dict[int, str] = {}
-    try:
-        for p in procs:
-            p.start()
-            LAST_RUN["pids"].append(p.pid)
-        while len(results) < world_size:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                waiting = [r for r in range(world_size) if r not in results]
-                where = "; ".join(f"rank {r} last said {last[r]!r}" if r in last else f"rank {r} said nothing"
-                                  for r in waiting)
-                raise TimeoutError(f"ranks {waiting} did not finish within timeout_s={timeout_s:g} s ({where})")
-            try:
-                msg = q.get(timeout=min(0.2, left))
-            except _queue.Empty:
-                dead = [r for r, p in enumerate(procs) if r not in results and p.exitcode is not None]
-                if dead:
-                    time.sleep(0.2)                       # a last message may still be in the pipe
-                    if q.empty():
-                        r = dead[0]
-                        raise RuntimeError(f"rank {r} exited with code {procs[r].exitcode} without a result "
-                                           "(killed, out of memory, or crashed in native code; from a script, "
-                                           "call launch() under `if __name__ == '__main__':`, since spawned "
-                                           "ranks import the script)")
-                continue
-            kind, rank = msg[0], msg[1]
-            if kind == "progress":
-                last[rank] = msg[2]
-                if show:
-                    show(rank, msg[2])
-            elif kind == "result":
-                results[rank] = pickle.loads(msg[2])
-            else:
-                raise _first_failure(msg, q, procs, results)
-        # every result is in: nothing more can come from the ranks, and a process that has
-        # imported torch takes seconds to shut down -- stop them now rather than wait
-        _kill(procs)
-        return [results[r] for r in range(world_size)]
-    finally:
-        _kill(procs)                         # on any exit path: error, timeout, KeyboardInterrupt
-        alive = [r for r, p in enumerate(procs) if p.pid is not None and p.is_alive()]
-        q.close()
-        q.cancel_join_thread()
-        del store                            # closes the rendezvous port
-        if alive:
-            raise RuntimeError(f"ranks {alive} are still alive after SIGKILL")
+    while len(results) < world_size:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            waiting = [r for r in range(world_size) if r not in results]
+            where = "; ".join(f"rank {r} last said {last[r]!r}" if r in last else f"rank {r} said nothing"
+                              for r in waiting)
+            raise TimeoutError(f"ranks {waiting} did not finish within timeout_s={timeout_s:g} s ({where})")
+        try:
+            msg = q.get(timeout=min(0.2, left))
+        except _queue.Empty:
+            dead = [r for r, p in enumerate(procs) if r not in results and p.exitcode is not None]
+            if dead:
+                time.sleep(0.2)                       # a last message may still be in the pipe
+                if q.empty():
+                    r = dead[0]
+                    raise RuntimeError(f"rank {r} exited with code {procs[r].exitcode} without a result "
+                                       "(killed, out of memory, or crashed in native code; from a script, "
+                                       "call launch() under `if __name__ == '__main__':`, since spawned "
+                                       "ranks import the script)")
+            continue
+        kind, rank = msg[0], msg[1]
+        if kind == "progress":
+            last[rank] = msg[2]
+            if show:
+                show(rank, msg[2])
+        elif kind == "result":
+            results[rank] = pickle.loads(msg[2])
+        else:
+            raise _first_failure(msg, q, procs, results)
+    return results

@@ -2,7 +2,7 @@
 
 Some of the check's inputs cannot travel by value: a tensor on the ``meta`` device (a tensor "on
 another device"), an ``nn.Parameter`` (a tensor subclass that requires grad). The cases describe
-them — ``{"$meta": shape, "dtype": dtype}``, ``{"$parameter": tensor}`` — and :func:`build` makes
+them — ``{"$meta": shape, "dtype": dtype}`` (:func:`meta_spec`), ``{"$parameter": tensor}`` — and :func:`build` makes
 them here (and in the judge, for the reference). What the learner returns goes back through
 :func:`describe`, which writes a meta tensor as the same description (its bytes cannot be read).
 
@@ -21,9 +21,14 @@ from torch import nn
 
 from .runner import call, each
 
-__all__ = ["build", "describe", "is_eligible", "autocast_args", "cached_cast", "CACHE_SCENARIOS"]
+__all__ = ["meta_spec", "build", "describe", "is_eligible", "autocast_args", "cached_cast", "CACHE_SCENARIOS"]
 
 BF16, FP16 = torch.bfloat16, torch.float16
+
+
+def meta_spec(*shape, dtype=torch.float32) -> dict:
+    """How a case describes a tensor of ``shape`` on the ``meta`` device (:func:`build` makes it)."""
+    return {"$meta": list(shape), "dtype": dtype}
 
 
 def build(spec):

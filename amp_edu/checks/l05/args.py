@@ -1,26 +1,18 @@
-"""Graders for exercise 05 (autocast from scratch): eligibility, the cast decision, the weight cache.
+"""Exercise 05, part B: ``autocast_args(op, args, kwargs, *, policy, device_type, dtype)`` -- the cast decision.
 
-The reference is :mod:`amp_edu.autocast` (proven equal to torch's autocast on torch's own test
-lists). The cases are ops the lesson did not show — ``addbmm``, ``cosh``, ``cumprod``,
-``scatter_add``, ``index_copy``, ``huber_loss``, ... — with the arguments a nearly-right answer
-gets wrong: float64 and integer tensors, tensors inside a list, a tensor on another device, an
-explicit ``dtype=`` (keyword and positional) and ``dtype=None``, promotion with and without an
-fp32 input, in-place ops and ``out=``, the banned op, and for the cache non-leaf, view, no-grad and fp16 tensors,
-a ``no_grad`` first call, two target dtypes, two weights in one region and ``inference_mode``.
-The tensors' values are drawn from the check's seed, and part A adds drawn tensors of every
-kind (dtype, device, parameter or not) to its named cases.
+The cases are ops the lesson did not show -- ``addbmm``, ``cosh``, ``cumprod``, ``scatter_add``,
+``index_copy``, ``huber_loss``, ... -- with the arguments a nearly-right answer gets wrong: float64
+and integer tensors, tensors inside a list, a tensor on another device, an explicit ``dtype=``
+(keyword and positional) and ``dtype=None``, promotion with and without an fp32 input, in-place
+ops and ``out=``, the banned op. The reference is :func:`amp_edu.autocast.policy.decide`.
 
-An answer to part B must return the arguments autocast passes — each tensor's dtype, the
-containers, the keywords — not merely arguments with which the op gives the same result (``add``
-of bf16 and fp32 is float32 whether or not the bf16 input was cast first; a dropped ``dim=`` can
-be the op's default), and raise with autocast's own messages; it must leave the caller's tensors
-as they were. ``tools/mutate.py`` found those gaps: it runs systematic mutants of the solution
-through this grader.
-
-Meta tensors and parameters cannot travel by value: the cases describe them and
-:mod:`amp_edu.plans.l05` builds them (:func:`amp_edu.plans.l05.build`), in the kernel for the
-learner's functions and here for the reference. The weight cache's checks are about object
-identity and autograd history, which only the kernel sees: its plan reports them per scenario.
+An answer must return the arguments autocast passes -- each tensor's dtype, the containers, the
+keywords -- not merely arguments with which the op gives the same result (``add`` of bf16 and fp32
+is float32 whether or not the bf16 input was cast first; a dropped ``dim=`` can be the op's
+default), and raise with autocast's own messages; it must leave the caller's tensors as they were.
+The judge therefore compares three things per case (:func:`_judge_calls`): the op's result on the
+answer's arguments, the arguments' *layout* (:func:`_layout`), and the caller's arguments after
+the call.
 """
 
 from __future__ import annotations
@@ -28,110 +20,18 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from ..autocast.policy import decide, is_eligible, kind_of
-from ..device import num_threads
-from ..plans import l05 as plan
-from ..plans.l05 import build
-from .core import SELF_CHECK_SEED, Check, fail, returned, same
+from ...autocast.policy import decide, is_eligible, kind_of
+from ...device import num_threads
+from ...plans import l05 as plan
+from ...plans.l05 import build, meta_spec
+from ..core import SELF_CHECK_SEED, Check, fail, returned, same
+from .eligible import described
 
-__all__ = ["check_is_eligible", "check_autocast_args", "check_cached_cast"]
+__all__ = ["check_autocast_args"]
 
 BF16, FP16, FP32, FP64 = torch.bfloat16, torch.float16, torch.float32, torch.float64
 
 
-def _describe(t) -> str:
-    if isinstance(t, torch.Tensor):
-        return f"tensor(shape={tuple(t.shape)}, dtype={t.dtype}, device={t.device.type})"
-    return repr(t)
-
-
-def _meta(*shape, dtype=FP32) -> dict:
-    """A tensor on the ``meta`` device, as a case describes it."""
-    return {"$meta": list(shape), "dtype": dtype}
-
-
-# --- part A ---------------------------------------------------------------------------------
-_DRAWN_DTYPES = (FP32, BF16, FP16, FP64, torch.int64, torch.int32, torch.uint8, torch.bool, torch.complex64,
-                 torch.float8_e4m3fn, torch.float8_e5m2)
-_FLOATS = (FP32, BF16, FP16, FP64)
-
-
-def _drawn_eligibility(seed: int, n: int = 8) -> list[tuple]:
-    """``n`` tensors of a drawn dtype, shape and kind (plain, a parameter, on the meta device),
-    each asked about a drawn device type."""
-    g = torch.Generator().manual_seed(seed)
-    out = []
-    for _ in range(n):
-        dtype = _DRAWN_DTYPES[int(torch.randint(len(_DRAWN_DTYPES), (), generator=g))]
-        shape = [int(v) for v in torch.randint(1, 4, (int(torch.randint(1, 3, (), generator=g)),), generator=g)]
-        kind = int(torch.randint(3, (), generator=g))
-        device = ("cpu", "cuda", "xpu")[int(torch.randint(3, (), generator=g))]
-        t = torch.randn(shape, generator=g).to(dtype) if dtype != torch.complex64 else \
-            torch.randn(shape, generator=g, dtype=dtype)
-        if kind == 1 and dtype in _FLOATS:
-            spec = {"$parameter": t}
-        elif kind == 2:
-            spec = _meta(*shape, dtype=dtype)
-        else:
-            spec = t
-        out.append((spec, device))
-    return out
-
-
-def _eligibility_cases(seed: int = SELF_CHECK_SEED):
-    g = torch.Generator().manual_seed(seed)
-
-    def r(*shape):
-        return torch.randn(*shape, generator=g)
-    return [
-        (r(2), "cpu"), (r(2).bfloat16(), "cpu"), (r(2).half(), "cpu"),
-        (r(2).double(), "cpu"), (torch.arange(3), "cpu"), (torch.tensor([True]), "cpu"),
-        (torch.randn(2, dtype=torch.complex64, generator=g), "cpu"), (r(2), "cuda"), (_meta(2), "cpu"),
-        (r(2).to(torch.float8_e4m3fn), "cpu"), (1.5, "cpu"), (None, "cpu"),
-        ({"$parameter": r(2)}, "cpu"),
-        *_drawn_eligibility(seed),
-    ]
-
-
-def _eligibility_hint(t, dev, got) -> str:
-    if type(got) is not bool:
-        return "return a Python bool: True or False"
-    hint = ("eligible means: a tensor, floating point (t.is_floating_point()), not float64, "
-            "and on the autocast device (t.device.type == device_type)")
-    if isinstance(t, torch.Tensor) and t.dtype == FP64:
-        hint = "float64 tensors are never cast: the user asked for double precision on purpose"
-    elif isinstance(t, torch.Tensor) and not t.is_floating_point():
-        hint = "integer, bool and complex tensors are never cast (indices must stay integers)"
-    elif isinstance(t, torch.Tensor) and t.device.type != dev:
-        hint = "only tensors on the autocast device are cast: compare t.device.type with device_type"
-    elif not isinstance(t, torch.Tensor):
-        hint = "arguments that are not tensors (numbers, None) are never cast"
-    elif t.dtype in (torch.float8_e4m3fn, torch.float8_e5m2):
-        hint = "the rule is 'floating point and not float64', not a list of three dtypes"
-    return hint
-
-
-def _judge_eligible(cases, outcomes) -> str:
-    name = "is_eligible"
-    values, raised = (outcomes.get("values"), outcomes.get("raised")) if type(outcomes) is dict else (None, None)
-    if type(values) is not list or len(values) > len(cases) or (raised is None) != (len(values) == len(cases)):
-        raise fail(name, expected=f"{len(cases)} answers", got=outcomes,
-                   hint="the grader could not read your function's answers")
-    for i, (spec, dev) in enumerate(cases):
-        t = build(spec)
-        shown = f"is_eligible({_describe(t)}, {dev!r})"
-        want = is_eligible(t, dev)
-        got = returned(name, {"ok": values[i]} if i < len(values) else {"raised": raised}, input=shown, expected=want)
-        if type(got) is not bool or got is not want:
-            raise fail(name, input=shown, expected=want, got=got, hint=_eligibility_hint(t, dev, got))
-    return f"{len(cases)} cases"
-
-
-check_is_eligible = Check("is_eligible", cases=_eligibility_cases, plan=plan.is_eligible, judge=_judge_eligible)
-"""Grade ``is_eligible(t, device_type) -> bool``: would autocast cast ``t``?"""
-
-
-# --- part B ---------------------------------------------------------------------------------
 # the callables the cases' ops are run with (a case names one by its key: a function cannot travel)
 _CALLABLES = {
     "torch.addbmm": torch.addbmm, "torch.conv1d": torch.conv1d, "torch.addr": torch.addr,
@@ -157,7 +57,7 @@ def _case_specs(seed: int = SELF_CHECK_SEED):
         return torch.randn(*shape, generator=g).to(dtype)
 
     idx = torch.tensor([[0, 1], [1, 0]])
-    meta = _meta(3, 3)
+    meta = meta_spec(3, 3)
     h, b = _r(6, dtype=FP16), _r(6, dtype=BF16)
     return [
         ("addbmm, fp32 inputs", "cuda", FP16, "addbmm", "torch.addbmm", (_r(3, 3), _r(2, 3, 4), _r(2, 4, 3)), {}),
@@ -263,7 +163,7 @@ def _same_outcome(got, want) -> bool:
 def _shown(out):
     if isinstance(out, _Raised):
         return f"{out.type}: {(out.message.splitlines() or [''])[0]}"
-    return _describe(out) if isinstance(out, torch.Tensor) else out
+    return described(out) if isinstance(out, torch.Tensor) else out
 
 
 def _layout(obj):
@@ -414,7 +314,7 @@ def _judge_calls(cases, result) -> str:
     for (label, pol, low, op, key, args_spec, kwargs_spec), got in zip(cases, result):
         # copies: running the op may write into them (out=), the originals are what the learner was handed
         args, kwargs, call = _copy(build(args_spec)), _copy(build(kwargs_spec)), _CALLABLES[key]
-        shown = f"{op} [{label}] under policy={pol!r}, dtype={low}: args=({', '.join(map(_describe, args))})"
+        shown = f"{op} [{label}] under policy={pol!r}, dtype={low}: args=({', '.join(map(described, args))})"
         try:
             ref = _reference(op, args, dict(kwargs), pol, low)
             want = _run(call, *ref)
@@ -463,133 +363,3 @@ def _judge_calls(cases, result) -> str:
 
 check_autocast_args = Check("autocast_args", cases=_case_specs, plan=plan.autocast_args, judge=_judge_args)
 """Grade ``autocast_args(op, args, kwargs, *, policy, device_type, dtype) -> (args, kwargs)`` (or RuntimeError)."""
-
-
-# --- part C ---------------------------------------------------------------------------------
-def _cache_cases(seed: int = SELF_CHECK_SEED) -> dict:
-    """The scenarios' tensors, drawn from ``seed``: weights ``p`` (4, 4) and ``q`` (3, 2), an
-    activation, the base of a view, an fp16 weight."""
-    g = torch.Generator().manual_seed(seed)
-    return {"p": torch.randn(4, 4, generator=g), "q": torch.randn(3, 2, generator=g),
-            "act": torch.randn(4, 4, generator=g), "base": torch.randn(8, generator=g),
-            "half": torch.randn(4, 4, generator=g).half()}
-
-
-def _cache_fail(shown, expected, got, hint):
-    return fail("cached_cast", input=shown, expected=expected, got=got, hint=hint)
-
-
-def _cast(name, outcome, source, to, shown):
-    """The learner's tensor from one call's ``outcome``: ``source.to(to)``, or a failure."""
-    out = returned(name, outcome, input=shown, expected=f"t.to({to})")
-    if type(out) is not torch.Tensor or out.dtype != to or not torch.equal(out, source.to(to)):
-        raise _cache_fail(shown, f"t.to({to})", _describe(out), "always return the cast tensor (cached or new)")
-    return out
-
-
-def _scenario(result, key) -> dict:
-    got = result.get(key)
-    if type(got) is not dict or type(got.get("calls")) is not list:
-        raise fail("cached_cast", expected=f"the scenario {key!r}", got=got,
-                   hint="the grader could not read what your function did")
-    return got
-
-
-def _calls(name, got, n, shown):
-    calls = got["calls"]
-    if len(calls) != n:
-        raise fail(name, input=shown, expected=f"{n} calls", got=calls,
-                   hint="the grader could not read what your function did")
-    return calls
-
-
-def _judge_cache(cases, result) -> str:
-    name = "cached_cast"
-    if type(result) is not dict:
-        raise fail(name, expected="the weight-cache scenarios", got=result,
-                   hint="the grader could not read what your function did")
-    p, q = cases["p"], cases["q"]
-
-    got = _scenario(result, "reuse")
-    shown = "cached_cast(cache, p, torch.bfloat16, lower=torch.bfloat16) twice, p = nn.Parameter (fp32 leaf)"
-    for c in _calls(name, got, 2, shown):
-        _cast(name, c, p, BF16, shown)
-    if got.get("same") is not True:
-        raise _cache_fail(shown, "the same tensor object both times", "two different tensors",
-                          "a weight's cast should be made once and reused within the region")
-
-    got = _scenario(result, "no_grad")
-    shown = "first call inside torch.no_grad(), second call with grad enabled (same parameter)"
-    for c in _calls(name, got, 2, shown):
-        _cast(name, c, p, BF16, shown)
-    if type(got.get("grad_fn")) is not str:
-        raise _cache_fail(shown, "a cast with autograd history (grad_fn ToCopyBackward0)", "grad_fn=None",
-                          "the no_grad trap: make the cached copy under torch.enable_grad(), so it stays "
-                          "connected to the weight whichever forward made it")
-
-    not_cached = [
-        ("activation", cases["act"], BF16, BF16, "a tensor that does not require grad (an activation, a batch)"),
-        ("non_leaf", p * 2, BF16, BF16, "a non-leaf tensor (p * 2)"),
-        ("view", cases["base"][:4], BF16, BF16, "a view (base[:4].requires_grad_()) — a leaf, but a view"),
-        ("fp16_parameter", cases["half"], BF16, BF16, "an fp16 parameter (only fp32 sources are cached)"),
-        ("fp16_in_bf16", p, FP16, BF16, "a cast to fp16 in a bf16 region (not the region's low-precision dtype)"),
-    ]
-    for key, t, to, lower, what in not_cached:
-        got = _scenario(result, key)
-        shown = f"cached_cast(cache, t, {to}, lower={lower}) twice, t = {what}"
-        for c in _calls(name, got, 2, shown):
-            _cast(name, c, t, to, shown)
-        if got.get("same") is not False:
-            raise _cache_fail(shown, "two fresh casts (not cached)", "the same cached tensor twice",
-                              "cache only casts to the region's dtype of fp32 tensors that require grad, "
-                              "are leaves and are not views (t._is_view()) — i.e. parameters")
-
-    got = _scenario(result, "nested_dtypes")
-    shown = ("cached_cast(cache, p, fp16, lower=fp16), then cached_cast(cache, p, bf16, lower=bf16): "
-             "nested regions with different dtypes share one cache")
-    first, second = _calls(name, got, 2, shown)
-    _cast(name, first, p, FP16, shown)
-    second = returned(name, second, input=shown, expected="t.to(torch.bfloat16)")
-    if type(second) is not torch.Tensor or second.dtype != BF16:
-        raise _cache_fail(shown, "a bfloat16 cast of p", _describe(second),
-                          "key the cache by the tensor AND the target dtype, e.g. (id(t), to): keyed by the "
-                          "tensor alone, the bf16 region is handed the fp16 copy the outer region made"
-                          if type(second) is torch.Tensor and second.dtype == FP16 else
-                          "always return the cast tensor (cached or new)")
-
-    got = _scenario(result, "two_weights")
-    shown = "cached_cast(cache, p, bf16, bf16), then cached_cast(cache, q, bf16, bf16): two weights, one region"
-    first, second = _calls(name, got, 2, shown)
-    _cast(name, first, p, BF16, shown)
-    second = returned(name, second, input=shown, expected="q.to(torch.bfloat16)")
-    if not (type(second) is torch.Tensor and second.dtype == BF16 and second.shape == q.shape
-            and torch.equal(second, q.to(BF16))):
-        raise _cache_fail(shown, "q.to(torch.bfloat16), q's own copy (shape (3, 2))", _describe(second),
-                          "key the cache by the tensor (id(t)) and the dtype, (id(t), to): keyed by the dtype "
-                          "alone, every weight of the region is handed the first weight's copy"
-                          if type(second) is torch.Tensor and second.shape == p.shape else
-                          "always return the cast tensor (cached or new)")
-
-    got = _scenario(result, "clear")
-    shown = "first call, cache.clear(), second call"
-    first, second = _calls(name, got, 2, shown)
-    _cast(name, first, p, BF16, shown)
-    p = p * 2                                   # the plan doubles the weight in place between the calls
-    _cast(name, second, p, BF16, shown)
-    if got.get("same") is not False:
-        raise _cache_fail(shown, "a fresh cast after clear()", "the old cached tensor",
-                          "keep the cached copies in the dict you are given, so clear() forgets them")
-
-    got = _scenario(result, "inference_mode")
-    shown = "two calls inside torch.inference_mode()"
-    for c in _calls(name, got, 2, shown):
-        _cast(name, c, p, BF16, shown)
-    if got.get("same") is not False or got.get("cached") != 0:
-        raise _cache_fail(shown, "no caching in inference mode", "a cached tensor",
-                          "torch does not cache in inference_mode (torch.is_inference_mode_enabled()): "
-                          "such tensors could not be used by a later grad forward")
-    return "reuse, the no_grad trap, what is not cached, dtypes, two weights, clear, inference mode"
-
-
-check_cached_cast = Check("cached_cast", cases=_cache_cases, plan=plan.cached_cast, judge=_judge_cache)
-"""Grade ``cached_cast(cache: dict, t, to, lower) -> tensor``: the weight-cast cache."""
