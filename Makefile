@@ -1,7 +1,7 @@
 # amp_edu — the course's commands. Every target creates .venv first if it is missing.
 #   make lab                       open the course in JupyterLab
 #   make test                      run every test, in two tiers: test-fast, then test-course
-#                                  (which test is in which tier: COURSE_TIER in tests/conftest.py)
+#                                  (which test is in which tier: COURSE_TIER in tests/tiers.py)
 #   make test-fast                 the library's unit tests (pytest -m "not slow"; ~2.5 min here)
 #   make test-course               the course tier (pytest -m slow): nbval over lessons and
 #                                  solutions, grading kernels, JupyterLab, the lessons in Chromium;
@@ -75,9 +75,9 @@ define apt_tool
 	fi
 endef
 
-# tests/test_browser.py opens every lesson in the Debian package's Chromium (never a downloaded browser).
+# tests/course/test_browser.py opens every lesson in the Debian package's Chromium (never a downloaded browser).
 browser:
-	$(call apt_tool,chromium,chromium,for tests/test_browser.py,tests/test_browser.py will skip)
+	$(call apt_tool,chromium,chromium,for tests/course/test_browser.py,tests/course/test_browser.py will skip)
 
 # `python -m amp_edu grade` runs each learner kernel inside bubblewrap (bwrap) when it can; without it
 # grading warns and runs kernels unsandboxed, and the sandbox tests skip.

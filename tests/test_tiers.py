@@ -1,4 +1,4 @@
-"""The test tiers are decided in one place: ``COURSE_TIER`` in tests/conftest.py.
+"""The test tiers are decided in one place: ``COURSE_TIER`` in tests/tiers.py.
 
 A ``pytest.mark.slow`` written in a test file would be a second place (and one a reader of the
 table does not see); an entry of the table that no longer selects a test (renamed, moved) would
@@ -7,16 +7,16 @@ silently let that test fall into the fast tier."""
 import re
 from pathlib import Path
 
-from conftest import COURSE_TIER, UNMATCHED_TIERS
+from tiers import COURSE_TIER, UNMATCHED_TIERS
 
 TESTS = Path(__file__).resolve().parent
 
 
 def test_no_test_file_marks_its_own_tier():
-    marked = [f"{p.name}:{n}: {line.strip()}" for p in sorted(TESTS.glob("*.py")) if p.name != "conftest.py"
+    marked = [f"{p.relative_to(TESTS)}:{n}: {line.strip()}" for p in sorted(TESTS.rglob("*.py")) if p.name not in ("conftest.py", "tiers.py")
               for n, line in enumerate(p.read_text().splitlines(), 1)
               if re.search(r"mark\.slow\b", line) and p.name != Path(__file__).name]
-    assert not marked, "the tier is decided in tests/conftest.py (COURSE_TIER), not in the file:\n" + "\n".join(marked)
+    assert not marked, "the tier is decided in tests/tiers.py (COURSE_TIER), not in the file:\n" + "\n".join(marked)
 
 
 def test_every_entry_of_the_table_selects_a_collected_test(request):
@@ -27,4 +27,4 @@ def test_every_entry_of_the_table_selects_a_collected_test(request):
 def test_every_entry_says_why_and_names_an_existing_file():
     for tier in COURSE_TIER:
         assert tier.why, tier
-        assert tier.file.startswith("*") or (TESTS / tier.file).exists(), tier
+        assert tier.file.startswith("*") or (TESTS.parent / tier.file).exists(), tier

@@ -18,6 +18,7 @@ import torch
 
 from amp_edu.measure import timing
 from amp_edu.measure.timing import Timing, compare, measure
+from amp_edu.measure.verdict import busy
 
 
 class SimStream:
@@ -260,19 +261,93 @@ def test_rel_spread_is_the_iqr_over_the_median():
     assert Timing(0.0, 0.0, []).rel_spread == float("inf")       # no time at all: no spread to trust
 
 
-def test_cpu_share_adds_up_the_blocks_it_watched():
+class FakeThreads:
+    """Stands in for Linux's per-thread schedstat: ``(ns on a core, ns waiting for one)`` per
+    thread; ``advance`` adds what happened during a block, ``None`` reads as "no schedstat here"."""
+
+    def __init__(self, *threads):
+        self.now = {tid: (0, 0) for tid in threads} or None
+
+    def advance(self, **ms):
+        for tid, (run, wait) in ms.items():
+            r0, w0 = self.now.get(tid, (0, 0))
+            self.now[tid] = (r0 + int(run * 1e6), w0 + int(wait * 1e6))
+
+    def __call__(self):
+        return None if self.now is None else dict(self.now)
+
+
+def _block(share, threads, wall_ms, cpu_ms, monkeypatch, **ms):
+    """One ``with share:`` block that took ``wall_ms``, with ``cpu_ms`` of process CPU time and the
+    threads' ``(run, wait)`` in ms, on a fake clock."""
+    clock = {"wall": 0.0, "cpu": 0.0}
+    fake_time = SimpleNamespace(perf_counter=lambda: clock["wall"], process_time=lambda: clock["cpu"])
+    with monkeypatch.context() as m:
+        m.setattr(timing, "time", fake_time)
+        m.setattr(timing, "_thread_times", threads)
+        with share:
+            clock["wall"] += wall_ms / 1e3
+            clock["cpu"] += cpu_ms / 1e3
+            if threads.now is not None:
+                threads.advance(**ms)
+
+
+def test_one_busy_thread_of_several_reads_quiet(monkeypatch):
+    """An op that keeps one of torch's threads busy and leaves the others asleep (bf16 matmul on a
+    CPU without bf16 units, an op too small to split) on a quiet machine: nothing waited for a core.
+    CPU time over wall × threads would read it 1/threads, a false "busy" on a quiet 8-core laptop."""
+    threads = FakeThreads("main", "w1", "w2", "w3", "w4", "w5", "w6", "w7")
+    share = timing.CpuShare(8)
+    _block(share, threads, 20, 20, monkeypatch, main=(20, 0))
+    assert share.value == pytest.approx(1.0)
+    assert busy({"bf16": Timing(1e-3, 0.0, [], cpu_share=share.value)}) is None
+
+
+def test_threads_that_wait_for_a_core_read_busy(monkeypatch):
+    """Two threads that take turns on one core (a neighbour holds the other): each waits as long
+    as it runs. Three-quarters waiting: the verdict refuses."""
+    threads = FakeThreads("main", "w1")
+    share = timing.CpuShare(2)
+    _block(share, threads, 20, 20, monkeypatch, main=(10, 10), w1=(10, 10))
+    assert share.value == pytest.approx(0.5)
+    _block(share, threads, 40, 20, monkeypatch, main=(5, 35), w1=(15, 25))  # the blocks add up
+    assert (share.run_s, share.wait_s) == (pytest.approx(0.04), pytest.approx(0.08))
+    assert share.value == pytest.approx(1 / 3)
+    stalled = busy({"2 threads": Timing(1e-3, 0.0, [], cpu_share=share.value)})
+    assert stalled is not None and stalled.kind == "cpu share"
+
+
+def test_without_per_thread_times_one_threads_worth_is_the_share(monkeypatch):
+    """No schedstat (macOS, Windows): CPU time over wall time, at most 1 — never busy when one
+    thread ran throughout, and a process that ran a quarter of the time reads a quarter."""
+    none = FakeThreads()
+    share = timing.CpuShare(4)
+    _block(share, none, 20, 20, monkeypatch)
+    assert share.value == pytest.approx(1.0) and not share.per_thread
+    share = timing.CpuShare(4)
+    _block(share, none, 20, 70, monkeypatch)                 # 4 threads' worth of CPU: capped at 1
+    assert share.value == 1.0
+    _block(share, none, 180, 0, monkeypatch)                 # then 180 ms with nothing running
+    assert share.value == pytest.approx(70 / 200)
+
+
+def test_cpu_share_on_this_machine():
+    """The real readings (no claim about their size: the machine may be busy)."""
     import time as _time
 
     share = timing.CpuShare(2)
     assert share.value is None                                   # nothing measured yet
     with share:
         end = _time.perf_counter() + 0.02
-        while _time.perf_counter() < end:                        # one thread busy: half of two threads' time
+        while _time.perf_counter() < end:                        # one thread busy
             pass
-    assert 0.0 < share.value <= 0.5 + 0.05 and share.wall_s >= 0.02
-    with share:
-        _time.sleep(0.02)                                        # asleep: no CPU time, the share halves
-    assert share.value < 0.35
+    assert 0.0 < share.value <= 1.0 and share.wall_s >= 0.02
+    if share.per_thread:                                          # Linux: the thread ran or waited throughout
+        assert share.run_s + share.wait_s >= 0.015
+        before = share.run_s
+        with share:
+            _time.sleep(0.02)                                     # asleep: neither running nor waiting
+        assert share.run_s - before < 0.01
     with pytest.raises(ValueError, match="threads"):
         timing.CpuShare(0)
 

@@ -22,7 +22,7 @@ caveats; ``--jobs 1`` runs the lessons one at a time when clean timings matter m
 On a machine without CUDA every step that needs it is skipped with its reason printed, and the
 rest (environment, doctor) runs: ``--dry-run`` prints the plan and writes environment.json
 without running anything. ``--allow-cpu`` runs the plan on a CPU anyway (to test this script,
-with ``--lessons`` and ``--smoke`` to keep it short). ``tests/test_gpu_check.py`` checks the plan.
+with ``--lessons`` and ``--smoke`` to keep it short). ``tests/tools/test_gpu_check.py`` checks the plan.
 """
 
 from __future__ import annotations
@@ -43,10 +43,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 BUDGET_S = 540                      # 9 minutes on one H100/H200
 #: the parity / agreement / method tests whose GPU paths the CPU CI never runs
-PARITY_TESTS = ("tests/test_scaler.py", "tests/test_gradscaler_torch_port.py", "tests/test_autocast.py",
-                "tests/test_autocast_torch_port.py", "tests/test_autocast_agreement.py",
-                "tests/test_autocast_compile.py", "tests/test_fp8_parity.py", "tests/test_fp8_torchao_port.py",
-                "tests/test_timing.py", "tests/test_bench.py", "tests/test_memory.py", "tests/test_device.py")
+PARITY_TESTS = ("tests/scaler/test_scaler.py", "tests/scaler/test_torch_port.py", "tests/autocast/test_api.py",
+                "tests/autocast/test_torch_port.py", "tests/autocast/test_agreement.py",
+                "tests/autocast/test_under_compile.py", "tests/fp8/test_linear_parity.py", "tests/fp8/test_torchao_port.py",
+                "tests/test_timing.py", "tests/bench/test_bench.py", "tests/test_memory.py", "tests/device/test_device.py")
 #: lessons stored at smoke size on the GPU too, and why (the rest run at full GPU size)
 SMOKE_ON_GPU = {
     8: "its multi-seed convergence study runs many full training runs; at full size it alone would "

@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def solved(exercise: Path, solution: Path):
-    """The exercise with the solution's answers typed in (tests/test_grade_integrity.py's way)."""
+    """The exercise with the solution's answers typed in (tests/course/test_grade_integrity.py's way)."""
     nb, sol = nbformat.read(exercise, 4), nbformat.read(solution, 4)
     for cell, ref in zip(nb.cells, sol.cells):
         if "# YOUR CODE HERE" in cell.source:

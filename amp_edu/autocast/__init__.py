@@ -11,7 +11,7 @@
 ``policy``         the op tables (CUDA and CPU) and the cast decision per category
 ``cache``          the weight-cast cache and its lifetime
 ``_fastpath``      private: the mode's hot path, the casts of the commonest call in one loop
-                   (the same decisions, proven by ``tests/test_autocast_fastpath.py``)
+                   (the same decisions, proven by ``tests/autocast/test_fastpath.py``)
 ``custom``         ``custom_fwd`` / ``custom_bwd`` for custom autograd Functions
 ``trace``          ``trace_dtypes``: the dtype of every op's inputs and outputs, measured
 ``agreement``      how closely it agrees with torch's autocast, op for op (torch's test lists)
@@ -33,9 +33,9 @@ from .policy import POLICIES, decide, is_eligible, kind_of, op_name
 from .region import autocast
 from .state import (clear_autocast_cache, get_autocast_dtype, get_autocast_policy, is_autocast_available,
                     is_autocast_cache_enabled, is_autocast_enabled, weight_cache)
-from .trace import Trace, compare, trace_dtypes
+from .trace import Trace, side_by_side, trace_dtypes
 
 __all__ = ["autocast", "is_autocast_enabled", "get_autocast_dtype", "get_autocast_policy",
            "is_autocast_cache_enabled", "is_autocast_available", "clear_autocast_cache", "weight_cache",
-           "custom_fwd", "custom_bwd", "trace_dtypes", "compare", "Trace",
+           "custom_fwd", "custom_bwd", "trace_dtypes", "side_by_side", "Trace",
            "WeightCache", "POLICIES", "decide", "is_eligible", "kind_of", "op_name"]

@@ -21,7 +21,7 @@ Anything else (a list of tensors, a tensor subclass, a keyword tensor) returns N
 general path. :func:`lower_or_fp32_on_cpu` is the mode's entry: it checks that the call is the
 common one (CPU autocast on and CUDA's off, positional tensors, an unconditional entry of the CPU
 table), casts with :func:`cast_positional` and runs the op with torch's own ``AutocastCPU`` key
-excluded by flipping its exclusion bit directly (a third of the cost of a guard object). ``tests/test_autocast_fastpath.py`` checks that both paths return the same tensors and
+excluded by flipping its exclusion bit directly (a third of the cost of a guard object). ``tests/autocast/test_fastpath.py`` checks that both paths return the same tensors and
 leave the same cache behind on every combination of these properties.
 """
 

@@ -21,7 +21,7 @@ The most common call (a ``lower``/``fp32`` op on plain CPU tensors passed positi
 ``nn.Linear``'s) takes a shortcut in the private :mod:`amp_edu.autocast._fastpath`: the same
 decisions in one loop that reads each tensor's properties once, because on a small model this
 Python is the whole cost of the region (``python -m amp_edu.bench.autocast_overhead``;
-``tests/test_autocast_fastpath.py`` proves both paths agree).
+``tests/autocast/test_fastpath.py`` proves both paths agree).
 
 Why step 3: torch's switch is torch's state
 -------------------------------------------
@@ -139,7 +139,7 @@ class _AutocastMode(TorchFunctionMode):
     def general(self, func, types_, route, args, kwargs):
         """What the mode does with one call of ``func`` (its ``route`` already found): the
         readable path, which every call could take; the fast one above takes a shortcut only
-        where it makes these same decisions (``tests/test_autocast_fastpath.py``)."""
+        where it makes these same decisions (``tests/autocast/test_fastpath.py``)."""
         if route is None:
             if self.own_policy:
                 return func(*args, **kwargs) if kwargs else func(*args)

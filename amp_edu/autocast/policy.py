@@ -64,13 +64,13 @@ from ..tree import tensors
 from .cache import _caster_to, plain_cast
 
 __all__ = [
-    "LOWER", "FP32", "FP32_DTYPE", "PROMOTE", "BANNED", "KINDS",
+    "LOWER", "FP32", "FP32_DTYPE", "PROMOTE", "BANNED", "POLICY_KINDS",
     "POLICIES", "REGISTERED", "COMPOSITES", "ALIASES", "BCE_BANNED_MESSAGE", "ELIGIBLE_DTYPES",
     "op_name", "kind_of", "lookup", "CONDITIONAL", "cast_arguments", "is_eligible", "promote_dtype", "has_explicit_dtype", "decide",
 ]
 
 LOWER, FP32, FP32_DTYPE, PROMOTE, BANNED = "lower", "fp32", "fp32_dtype", "promote", "banned"
-KINDS = (LOWER, FP32, FP32_DTYPE, PROMOTE, BANNED)
+POLICY_KINDS = (LOWER, FP32, FP32_DTYPE, PROMOTE, BANNED)
 
 
 def _kinds(**groups: str) -> dict[str, str]:
@@ -378,4 +378,4 @@ def decide(kind: str, args: tuple, kwargs: dict, *, device_type: str, dtype: tor
         return args, {**kwargs, "dtype": torch.float32}
     if kind == BANNED:
         raise RuntimeError(BCE_BANNED_MESSAGE)
-    raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+    raise ValueError(f"kind must be one of {POLICY_KINDS}, got {kind!r}")

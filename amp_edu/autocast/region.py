@@ -47,7 +47,7 @@ def _not_traced(fn):
     function-mode stack; traced by dynamo and replayed in part around a graph break, they left the
     mode on torch's stack after the compiled call and crashed the next exit. Run eagerly, the region
     opens and closes exactly as it does outside ``torch.compile``, and dynamo compiles the ops in
-    between with the mode active (``tests/test_autocast_compile.py``)."""
+    between with the mode active (``tests/autocast/test_under_compile.py``)."""
     @functools.wraps(fn)
     def run(*args, **kwargs):
         prior = _set_eval_frame(None)

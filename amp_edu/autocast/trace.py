@@ -8,7 +8,7 @@ the region and records each parameter's gradient dtype.
 
 The recorder is itself a ``TorchFunctionMode``, entered *inside* the autocast region so it sees
 each call before any autocast does; it records top-level calls only (``F.softmax``, not the ops
-inside it). :func:`compare` lines two traces up side by side.
+inside it). :func:`side_by_side` lines two traces up.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from torch.overrides import TorchFunctionMode
 from .. import formats, tree
 from ..hooks import module_stack
 
-__all__ = ["OpRecord", "Trace", "trace_dtypes", "compare", "short_dtype"]
+__all__ = ["OpRecord", "Trace", "trace_dtypes", "side_by_side", "short_dtype"]
 
 def short_dtype(dtype: torch.dtype) -> str:
     """'fp32', 'bf16', 'fp64', 'int64' ... (:func:`amp_edu.formats.short_name` names them)."""
@@ -135,7 +135,7 @@ def _format(rows) -> str:
     return "\n".join(lines)
 
 
-def compare(a: Trace, b: Trace, names: tuple[str, str] = ("torch.autocast", "amp_edu.autocast")):
+def side_by_side(a: Trace, b: Trace, names: tuple[str, str] = ("torch.autocast", "amp_edu.autocast")):
     """Side-by-side table of two traces of the same function; returns ``(text, n_same, n_rows)``."""
     ra, rb = a.rows(), b.rows()
     rows = [("where", "op", "inputs", names[0], names[1], "same")]

@@ -29,7 +29,7 @@ __all__ = ["REFERENCE_DIR", "validate", "annotate", "table", "save", "load", "re
            "shape_label", "doc_load", "per_flop", "rate_verdict", "ratio_range", "ratio_text", "claim_verdict"]
 
 REFERENCE_DIR = Path(__file__).resolve().parents[1] / "reference"
-KINDS = ("matmul", "train_step")
+ROW_KINDS = ("matmul", "train_step")
 # The dtypes the bench measures, by the names its results use (amp_edu.formats names them).
 DTYPE_NAMES = tuple(formats.get(n).torch_name for n in ("fp32", "tf32", "fp16", "bf16", "fp8_e4m3"))
 _ENV_KEYS = ("device", "device_name", "torch_version", "precision_flags", "threads", "date")
@@ -58,8 +58,8 @@ def validate(doc) -> dict:
         if not isinstance(r, dict):
             problems.append(f"{where} must be a dict")
             continue
-        if r.get("kind") not in KINDS:
-            problems.append(f"{where}: kind must be one of {KINDS}, got {r.get('kind')!r}")
+        if r.get("kind") not in ROW_KINDS:
+            problems.append(f"{where}: kind must be one of {ROW_KINDS}, got {r.get('kind')!r}")
         if r.get("dtype") not in DTYPE_NAMES:
             problems.append(f"{where}: dtype must be one of {DTYPE_NAMES}, got {r.get('dtype')!r}")
         shape = r.get("shape")
@@ -83,8 +83,8 @@ def rows(doc: dict, kind: str = "matmul", *, dtype: str | None = None, group: st
     ``kind`` and ``dtype`` are checked against the contract's names, so that a slip such as
     ``dtype="fp16"`` raises instead of quietly matching nothing ("not measured").
     """
-    if kind not in KINDS:
-        raise ValueError(f"kind must be one of {', '.join(KINDS)}; got {kind!r}")
+    if kind not in ROW_KINDS:
+        raise ValueError(f"kind must be one of {', '.join(ROW_KINDS)}; got {kind!r}")
     if dtype is not None and dtype not in DTYPE_NAMES:
         raise ValueError(f"dtype must be None or one of {', '.join(DTYPE_NAMES)} (the names the bench "
                          f"records, e.g. 'float16' for fp16); got {dtype!r}")

@@ -195,7 +195,7 @@ _SCENARIOS = [
     ("NaN, then a clean batch, S = 32", [("nan", 32.0), ("clean", 32.0)], False),
     ("one clean batch, S = 1", [("clean", 1.0)], False),
     # only ONE gradient value overflows, to inf (no NaN anywhere), in a middle parameter: catches a
-    # check that looks for NaN only, or at one parameter only (tests/test_checks_l03.py proves it)
+    # check that looks for NaN only, or at one parameter only (tests/checks/test_l03.py proves it)
     ("a clean batch at S = 2^18: one weight gradient overflows to inf, every other gradient is finite",
      [("clean", 2.0 ** 18)], False),
     # true gradients around 2^-27..2^-20: fine in fp16 once scaled by 2^16, ruined if divided back in fp16

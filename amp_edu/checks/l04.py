@@ -6,7 +6,7 @@
 * :func:`check_update` grades ``update_scale_(scale, growth_tracker, found_inf, growth_factor,
   backoff_factor, growth_interval)``: the dynamic loss-scaling rule, in place.
 
-The expected answers come from :mod:`amp_edu.scaler`, which ``tests/test_scaler.py`` proves equal
+The expected answers come from :mod:`amp_edu.scaler`, which ``tests/scaler/test_scaler.py`` proves equal
 to torch's own kernels bit for bit. The cases are the ones nearly-right answers get wrong: NaN as
 well as inf, -inf, a count instead of a flag, a sum of large finite values that overflows, a check done after unscaling,
 growth one step late, a tracker that is not reset, a scale grown to inf, factors applied in

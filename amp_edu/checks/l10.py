@@ -9,7 +9,7 @@
   compute the next scale ``fp8_max / max(new_history) / 2^margin`` -- or keep ``scale`` (the
   previous one) when that max is 0 or not finite, Transformer Engine's rule.
 
-The expected answers come from :mod:`amp_edu.fp8`, which ``tests/test_fp8_parity.py`` proves
+The expected answers come from :mod:`amp_edu.fp8`, which ``tests/fp8/test_linear_parity.py`` proves
 bit-identical to torchao. The cases are the ones nearly-right answers get wrong: an inverted
 scale, a negative outlier, e5m2 and bf16 inputs, a tensor of zeros, a scale that overflows, the
 output dtypes, the input left untouched; for the history: the roll and its direction, a current

@@ -12,7 +12,7 @@ it and :func:`amp_edu.plans.l13.graph` builds it: in the learner's kernel for th
 the judge's own process for the reference.
 
 Part B, ``kernel_kinds(names)``: the learner's function reads the kernel names of Inductor's output
-code (one kind per kernel call, in call order, from :data:`amp_edu.compile.KINDS`). The names are
+code (one kind per kernel call, in call order, from :data:`amp_edu.compile.KERNEL_KINDS`). The names are
 the exercise model's and the lesson block's kernels as Inductor names them on a CPU (C++) and on a
 GPU (Triton), an in-place update's cast, ``torch.ops.*`` library calls, and two output codes drawn
 from the check's seed; the reference writes them out as output code and classifies its kernels
@@ -143,7 +143,7 @@ check_low_precision_ops = Check("low_precision_ops", cases=_low_cases, plan=low_
 
 # --- part B: kernel_kinds ---------------------------------------------------------------------------
 # the kernels Inductor's output code calls for the exercise model and the lesson's block on a CPU
-# (tests/test_checks_l13.py compiles both and compares), and as Triton names them on a GPU
+# (tests/checks/test_l13.py compiles both and compares), and as Triton names them on a GPU
 _EXERCISE_CPP = ["cpp_fused__to_copy_native_layer_norm_0", "extern_kernels.addmm", "cpp_fused__to_copy_relu_1",
                  "extern_kernels.addmm"]
 _BLOCK_CPP = ["cpp_fused__to_copy_0", "extern_kernels.addmm", "cpp_fused__to_copy_gelu_1", "extern_kernels.addmm",
@@ -174,7 +174,7 @@ def _drawn_code(rng: random.Random, backend: str, n: int = 10) -> list[str]:
     """``n`` kernel calls of one output code: every kind at least once, the rest drawn; a generated
     kernel is named as Inductor names it (its sorted ops after ``cpp_fused_`` or
     ``triton_{poi,red,per}_fused_``, then a counter)."""
-    kinds = [*comp.KINDS, *(rng.choice(comp.KINDS) for _ in range(n - len(comp.KINDS)))]
+    kinds = [*comp.KERNEL_KINDS, *(rng.choice(comp.KERNEL_KINDS) for _ in range(n - len(comp.KERNEL_KINDS)))]
     rng.shuffle(kinds)
     names, counter = [], 0
     for kind in kinds:
@@ -236,8 +236,8 @@ def _kernels(names: list[str], vocab: list[str]) -> list[comp.Kernel]:
 
 
 def _kind_hint(kernel: comp.Kernel, expected: str, got) -> str:
-    if got not in comp.KINDS:
-        return f"each entry is one of {list(comp.KINDS)}"
+    if got not in comp.KERNEL_KINDS:
+        return f"each entry is one of {list(comp.KERNEL_KINDS)}"
     if expected == "library call":
         if kernel.name.startswith("torch.ops."):
             return ("torch.ops.* calls are library calls too: an ATen or oneDNN op (attention, a fused linear) that "
@@ -289,4 +289,4 @@ check_kernel_kinds = Check("kernel_kinds", cases=_kind_cases, plan=kernel_kinds_
                            echo=True, rules=(Rule("amp_edu.compile", ("kernel_kind", "kernels"),
                                                   "comp.kernel_kind is what the check compares with"),))
 """``fn(names)``: for a list of kernel names as Inductor's output code calls them, one of
-:data:`amp_edu.compile.KINDS` per name, in order (see the module docstring)."""
+:data:`amp_edu.compile.KERNEL_KINDS` per name, in order (see the module docstring)."""

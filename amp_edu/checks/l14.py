@@ -23,7 +23,7 @@ with its own hint.
 read from the Trainer's objects. The cases include Trainers whose accelerator was changed after
 construction (the attributes accelerate sets on a GPU; autocast switched off), so an answer from
 the flag or from memory fails; the reference is accelerate's rule for the description
-(:func:`expected_what_runs`, which ``tests/test_checks_l14.py`` holds against the objects).
+(:func:`expected_what_runs`, which ``tests/checks/test_l14.py`` holds against the objects).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ A graded notebook's check cell names its check as data (``amp_edu.checks.l01`` /
 ``check_decode``, from :mod:`amp_edu.course.checklist`); the judge and the class grader turn that
 into the :class:`~amp_edu.checks.core.Check` here, never with a string import, so a reader (and
 ``tests/test_layering.py``) sees every module a grade can reach. A new lesson's module is added
-to the import line; ``tests/test_checks_all.py`` fails until it is.
+to the import line; ``tests/checks/test_all.py`` fails until it is.
 
 The exercises themselves import one lesson's module (``from amp_edu.checks.l01 import
 check_decode``), not this one, so a learner's notebook never loads every grader.

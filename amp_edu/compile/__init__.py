@@ -26,10 +26,10 @@ from .capture import (CAST_OPS, LOW_DTYPES, VIEW_OPS, Captured, capture, casts, 
 from .cost import BreakEven, break_even
 from .eager import EagerCount, count_eager
 from .guards import recompile_reasons
-from .inductor import KINDS, Kernel, kernel_calls, kernel_kind, kernels, run_and_count, run_and_get_code
+from .inductor import KERNEL_KINDS, Kernel, kernel_calls, kernel_kind, kernels, run_and_count, run_and_get_code
 from .numerics import UlpReport, compare_bits, ulp_distance
 
 __all__ = ["Captured", "capture", "casts", "dtype_rows", "low_precision_ops", "node_dtype", "op_name",
            "CAST_OPS", "VIEW_OPS", "LOW_DTYPES", "BreakEven", "break_even", "EagerCount", "count_eager",
-           "Kernel", "KINDS", "kernels", "kernel_kind", "kernel_calls", "run_and_count", "run_and_get_code",
+           "Kernel", "KERNEL_KINDS", "kernels", "kernel_kind", "kernel_calls", "run_and_count", "run_and_get_code",
            "UlpReport", "compare_bits", "ulp_distance", "recompile_reasons"]

@@ -38,10 +38,10 @@ import torch
 
 from .capture import CAST_OPS
 
-__all__ = ["Kernel", "run_and_get_code", "kernels", "kernel_kind", "kernel_calls", "run_and_count", "KINDS"]
+__all__ = ["Kernel", "run_and_get_code", "kernels", "kernel_kind", "kernel_calls", "run_and_count", "KERNEL_KINDS"]
 
 #: what a kernel does, as :func:`kernel_kind` names it
-KINDS = ("cast + compute", "cast only", "compute only", "library call")
+KERNEL_KINDS = ("cast + compute", "cast only", "compute only", "library call")
 _CALL = re.compile(r"^\s+(?:\w+ = )?(cpp_fused_\w+|triton_[a-z]+_fused_\w+(?=\.run\()|extern_kernels\.\w+"
                    r"|torch\.ops\.\w+\.\w+(?:\.\w+)?)(?:\.run)?\(", re.M)
 _GENERATED = re.compile(r"^(?:cpp|triton_[a-z]+)_fused_(.*)$")   # C++ (CPU) or Triton (GPU: poi, red, per, tem)
@@ -112,7 +112,7 @@ def kernels(code: str, vocabulary: Iterable[str] = ()) -> list[Kernel]:
 
 
 def kernel_kind(kernel: Kernel) -> str:
-    """One of :data:`KINDS`: a generated kernel that casts and computes, only casts, only
+    """One of :data:`KERNEL_KINDS`: a generated kernel that casts and computes, only casts, only
     computes; or a library call (Inductor cannot fuse a cast into it)."""
     if not isinstance(kernel, Kernel):
         raise TypeError(f"kernel must be an amp_edu.compile.Kernel, got {type(kernel).__name__}")

@@ -1,6 +1,6 @@
 """The course's check cells, as the grader runs them: written by `make exercises` from
 solutions/ (amp_edu.course.handout.from_solutions), so a grader installed without a checkout
-knows them too. Do not edit: tests/test_course.py fails when it differs from solutions/."""
+knows them too. Do not edit: tests/course/test_exercises.py fails when it differs from solutions/."""
 
 CHECKS = {
     'decode': {'lesson': '01_number_formats.ipynb', 'source': '# CHECK: decode\ncheck_decode(decode)', 'module': 'amp_edu.checks.l01', 'function': 'check_decode', 'args': 'decode'},

@@ -14,7 +14,7 @@ the class grader goes one step further, with the course's ``solutions/`` as the 
   says; an edited cell is reported as such, a missing one is an ``error``, and a ``# CHECK:`` line
   of the learner's own is ordinary code, not a check.
 
-Check names are unique across the course (``tests/test_grade_handout.py`` checks it).
+Check names are unique across the course (``tests/course/test_grade_handout.py`` checks it).
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ def from_solutions(solutions_dir) -> dict[str, CourseCheck]:
 CHECKLIST_HEADER = (
     '"""The course\'s check cells, as the grader runs them: written by `make exercises` from\n'
     'solutions/ (amp_edu.course.handout.from_solutions), so a grader installed without a checkout\n'
-    'knows them too. Do not edit: tests/test_course.py fails when it differs from solutions/."""\n\n')
+    'knows them too. Do not edit: tests/course/test_exercises.py fails when it differs from solutions/."""\n\n')
 
 
 def cell_digest(source: str) -> str:

@@ -15,7 +15,7 @@ CPU, and a lesson at default size under three minutes in all (CONTRIBUTING.md), 
 leaves room for a slow machine without letting a hung cell cost more than five minutes.
 
 pytest's nbval plugin cannot read Python objects: its ``--nbval-cell-timeout`` is written in
-``pyproject.toml``, and ``tests/test_grade_limits.py`` compares it with ``cell_s``.
+``pyproject.toml``, and ``tests/course/test_grade_limits.py`` compares it with ``cell_s``.
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ in ``DIR``::
     nbgrader autograde 01_number_formats              # runs every notebook, fills gradebook.db
 
 Because the check cells are locked, nbgrader restores them from the source before grading: a
-learner cannot pass by editing a check. ``tests/test_nbgrader.py`` runs this whole route.
+learner cannot pass by editing a check. ``tests/course/test_nbgrader.py`` runs this whole route.
 """
 
 from __future__ import annotations

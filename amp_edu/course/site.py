@@ -21,7 +21,7 @@ The lesson list, the table of contents and the "run this lesson" box come from
 :mod:`amp_edu.course.lessons` (one owner per fact), so a new lesson appears on the site with its
 entry there. The configuration (``_config.yml``, ``_toc.yml``) is generated into
 ``build/site-src/`` with copies of the notebooks; the site is written to ``build/site/html/``.
-``tests/test_site.py`` opens every page in Chromium with every outside request refused.
+``tests/course/test_site.py`` opens every page in Chromium with every outside request refused.
 """
 
 from __future__ import annotations

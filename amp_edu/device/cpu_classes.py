@@ -4,7 +4,7 @@ torch answers the question that matters for a bf16/fp16 matmul itself:
 ``torch.ops.mkldnn._is_mkldnn_bf16_supported()`` (``..._fp16_...``) is True when oneDNN has a
 bf16 (fp16) path on this CPU. On x86 it asks oneDNN for the ISA it may dispatch to
 (``ideep::has_bf16_type_support()``), so it follows ``ONEDNN_MAX_CPU_ISA`` too — a cell of
-lesson 00 and tests/test_device.py run it under several settings. What torch cannot tell is
+lesson 00 and tests/device/test_device.py run it under several settings. What torch cannot tell is
 whether that path is *faster* than fp32: oneDNN's bf16 matmul needs only AVX512BW/VL/DQ
 ("AVX512_CORE"), where it converts to fp32 inside and runs at 0.5-0.9× fp32 (nearer 0.9× on
 larger matmuls); with AVX512_BF16 (or Intel's AMX on top) it multiplies bf16 directly and beats
@@ -96,7 +96,7 @@ def cpu_class(features: CpuFeatures | None = None, *, env=None) -> CpuClass:
     """The class of ``features`` (default: this machine) under ``env``'s ``ONEDNN_MAX_CPU_ISA``.
 
     For this machine (``features=None``) ``bf16.supported``/``fp16.supported`` are torch's own
-    answers; for recorded features they are the rule's, which tests/test_device.py checks
+    answers; for recorded features they are the rule's, which tests/device/test_device.py checks
     against torch's answer on the live machine under each limit."""
     live = features is None
     f = read_cpu_features() if live else features

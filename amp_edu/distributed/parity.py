@@ -6,7 +6,7 @@ each case it builds two identical FSDP2 models, trains one with torch's ``Sharde
 one with ours on the same batches, injects infs into chosen ranks' gradient shards at chosen
 steps, and records per step what each scaler did: the scale, the growth tracker, the summed
 ``found_inf``, whether the optimizer stepped, and at the end the bytes of every local parameter
-shard. ``tests/test_distributed_experiments.py`` and lesson 11 compare the two records bit for
+shard. ``tests/distributed/test_experiments.py`` and lesson 11 compare the two records bit for
 bit. :func:`grad_scaler_parity` does the same for the plain scalers, which do no all-reduce of
 their own (both rely on DTensor's MAX rule for the fused check), and
 :func:`dtensor_kernel_parity` compares that rule itself with torch's dispatcher, placement by

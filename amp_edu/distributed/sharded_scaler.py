@@ -31,8 +31,8 @@ What torch does, and so what this class does (``torch/distributed/fsdp/sharded_g
 Everything else -- the state machine, ``step``, the state dict, the errors -- is the course's
 from-scratch :class:`amp_edu.scaler.GradScaler`, which this class extends through small hooks
 (``_check_output``, ``_scaled``, ``_check_param``, ``_coalesce_fp16``, ``_update_scale_``).
-``tests/test_distributed_scaler.py`` compares the two classes' API and errors in one process;
-``tests/test_distributed_experiments.py`` runs them side by side under FSDP2 with injected infs
+``tests/distributed/test_sharded_scaler.py`` compares the two classes' API and errors in one process;
+``tests/distributed/test_experiments.py`` runs them side by side under FSDP2 with injected infs
 in two processes (the cases of :data:`.parity.CASES`) and compares scales, skip decisions and
 parameters bit for bit.
 """

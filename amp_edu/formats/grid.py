@@ -151,7 +151,7 @@ def round_to_grid(x: torch.Tensor, fmt, rounding: str = "nearest", *, generator:
     ("satfinite", what e2m1 always does and what the fp8 training casts do); inside the range:
 
     * ``rounding="nearest"``: ``round(k) · step``, ties to the even multiple: the same values as
-      :func:`~amp_edu.formats.quantize` (``tests/test_nvfp4_training.py`` checks every midpoint).
+      :func:`~amp_edu.formats.quantize` (``tests/recipes/test_fp4.py`` checks every midpoint).
     * ``rounding="stochastic"``: to one of the two neighbours, *up* with probability
       ``p = frac(k)``, the fractional distance between them, so the mean over draws is ``x``
       itself: rounding is unbiased (round-to-nearest is not: every value between two midpoints

@@ -43,7 +43,7 @@ What Transformer Engine does (``NVFP4BlockScaling``; TE at commit d0067d0):
 
 torchao 0.18's NVFP4 training prototype (``torchao/prototype/moe_training/nvfp4_training/``,
 Triton kernels for Blackwell) builds the same matrix (``hadamard_utils.py`` lines 111-129,
-``get_rht_matrix``: equal to :func:`rht_matrix` for the same signs, ``tests/test_nvfp4_training.py``)
+``get_rht_matrix``: equal to :func:`rht_matrix` for the same signs, ``tests/recipes/test_fp4.py``)
 and applies it to the same two operands, but by default draws a random sign vector for each layer
 (``nvfp4_training.py`` lines 86-93; ``get_wgrad_sign_vector``, ``hadamard_utils.py`` lines 66-74).
 

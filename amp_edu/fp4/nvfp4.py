@@ -13,7 +13,7 @@ float32 scale moves the block scales into it (two-level scaling)::
 Without a per-tensor scale the block scale is ``e4m3(amax(block) / 6)`` and the elements are
 ``V_i * (1 / block)``. The arithmetic is written exactly as torchao 0.18's ``nvfp4_quantize`` and
 ``NVFP4Tensor.dequantize`` (``torchao/prototype/mx_formats/nvfp4_tensor.py``) compute it,
-reciprocals included, so the bits agree (``tests/test_nvfp4_training.py``). The e2m1 rounding is
+reciprocals included, so the bits agree (``tests/recipes/test_fp4.py``). The e2m1 rounding is
 :func:`amp_edu.formats.round_to_grid` (the values of :func:`amp_edu.formats.quantize`, faster);
 the block scales use torch's own e4m3 cast.
 

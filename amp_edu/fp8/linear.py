@@ -35,7 +35,7 @@ Without FSDP2 the wrapped weight behaves as the plain one. Only such a layer imp
 The bias is added outside the fp8 GEMM in the output dtype, and under CUDA autocast the input
 is cast to the autocast dtype first, both as torchao does (``torchao/float8/float8_linear.py``);
 with those rules the outputs and the gradients are bit-identical to
-``torchao.float8.Float8Linear`` for its three recipes (``tests/test_fp8_parity.py``).
+``torchao.float8.Float8Linear`` for its three recipes (``tests/fp8/test_linear_parity.py``).
 """
 
 from __future__ import annotations

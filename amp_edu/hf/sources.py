@@ -5,7 +5,7 @@ sentence is only as good as its source, so every one cites the line of the libra
 at the versions the course pins (``constraints.txt``). A citation is a :class:`Cite`: the package,
 the file inside it, the lines, and a piece of the text that must stand on those lines.
 :func:`check` reads the installed files and says, per citation, whether the text is still there
-(``tests/test_hf.py`` asserts it for every citation) — so a version bump that moves or changes a
+(``tests/hf/test_hf.py`` asserts it for every citation) — so a version bump that moves or changes a
 line fails a test instead of leaving a lesson pointing at the wrong code. :func:`where` formats
 a citation for print, and says so when the installed version is not the pinned one.
 """

@@ -23,10 +23,10 @@ first call pays for allocation, autotuning and lazy initialisation. So:
 * report the **median** and the **interquartile range** of many repeats: the median ignores the
   odd slow repeat (a context switch, a clock change), the IQR says how noisy the machine was;
 * on the CPU, also record how much of the time the timed threads actually ran on a core
-  (:class:`CpuShare`: the process's CPU time over wall time × threads). Other processes that hold
-  the cores can slow *every* repeat alike — a multi-threaded matmul whose second thread waits for a
-  core finishes when that thread does — and then the repeats agree with each other and the IQR
-  looks quiet; the share does not.
+  (:class:`CpuShare`: of the time this process's threads were ready to run, the share they ran).
+  Other processes that hold the cores can slow *every* repeat alike — a multi-threaded matmul
+  whose second thread waits for a core finishes when that thread does — and then the repeats
+  agree with each other and the IQR looks quiet; the share does not.
 
 Compare two variants *side by side in one run* (:func:`compare`): alternating them cancels much of
 the drift that makes two separate runs on a shared machine disagree.
@@ -35,6 +35,7 @@ the drift that makes two separate runs on a shared machine disagree.
 from __future__ import annotations
 
 import math
+import os
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -94,41 +95,82 @@ class Timing:
         return cls(statistics.median(ts), iqr, list(times), **how)
 
 
+def _thread_times() -> dict[str, tuple[int, int]] | None:
+    """Per thread of this process: ``(ns it ran on a core, ns it waited for one)`` since it started,
+    from Linux's ``/proc/self/task/<tid>/schedstat`` (its first two fields); ``None`` where there is
+    none (macOS, Windows, a kernel built without scheduler statistics)."""
+    try:
+        tids = os.listdir("/proc/self/task")
+    except OSError:
+        return None
+    out = {}
+    for tid in tids:
+        try:
+            with open(f"/proc/self/task/{tid}/schedstat") as f:
+                run, wait = f.read().split()[:2]
+        except (OSError, ValueError):       # a thread that ended meanwhile, or no schedstat at all
+            continue
+        out[tid] = (int(run), int(wait))
+    return out or None
+
+
 class CpuShare:
-    """How much of the time ``threads`` threads of this process ran on a core, over the blocks run
-    inside ``with share:`` (they add up)::
+    """Of the time this process's threads were ready to run, the share they ran on a core, over
+    the blocks run inside ``with share:`` (they add up)::
 
         share = CpuShare(torch.get_num_threads())
         with share:
             timer.blocked_autorange()
-        share.value          # e.g. 0.98 on a quiet machine, 0.25 when others hold the cores
+        share.value          # e.g. 0.99 on a quiet machine, 0.25 when others hold the cores
 
-    It is the process's CPU time (``time.process_time``: every thread of this process) over the wall
-    time × ``threads``, at most 1. On a quiet machine compute-bound threads run nearly all the time
-    (waiting OpenMP threads spin, which counts); well below 1 means the threads waited for cores
-    that other processes held. ``value`` is ``None`` until at least a millisecond was measured: a
-    shorter window says nothing.
+    A thread is *ready* when it runs or waits in the kernel's run queue for a core; a thread
+    asleep (an OpenMP worker the op left idle, a thread waiting for I/O) is neither and does not
+    count. So a quiet machine reads close to 1 whether the timed op keeps every thread busy (a large
+    matmul; waiting OpenMP threads spin, which counts as running) or only one (bf16 matmul through
+    torch's fallback loop on a CPU without bf16 units, ops too small to split): nothing waited for a
+    core. Well below 1 means the threads waited for cores that other processes held.
+
+    On Linux the two times come from the kernel, per thread (``/proc/self/task/<tid>/schedstat``:
+    ``run_s`` and ``wait_s``). Elsewhere only the process's CPU time is known (``cpu_s``, from
+    ``time.process_time``), and the value is ``cpu_s / wall_s`` (at most 1): the share of the time
+    *one* thread's worth ran. That never reads a quiet machine as busy, but it misses a second
+    thread that waits for a core while the first one runs. (Dividing by ``wall × threads`` instead
+    would read an op that uses one of 8 threads as 1/8, on a quiet machine: busy, falsely.)
+    ``threads``, the threads the timed code may use, is recorded; the value does not divide by it.
+    ``value`` is ``None`` until at least a millisecond was measured: a shorter window says nothing.
     """
 
     def __init__(self, threads: int = 1):
         self.threads = check_int(threads, "threads", min=1)
         self.cpu_s = self.wall_s = 0.0
+        self.run_s = self.wait_s = 0.0
+        self.per_thread = True      # whether every block was read per thread (Linux's schedstat)
         self._start = None
 
     def __enter__(self) -> "CpuShare":
-        self._start = (time.process_time(), time.perf_counter())
+        self._start = (time.process_time(), time.perf_counter(), _thread_times())
         return self
 
     def __exit__(self, *exc) -> None:
-        cpu0, wall0 = self._start
+        cpu0, wall0, threads0 = self._start
+        threads1 = _thread_times()
         self.cpu_s += time.process_time() - cpu0
         self.wall_s += time.perf_counter() - wall0
+        if threads0 is None or threads1 is None:
+            self.per_thread = False
+            return
+        for tid, (run, wait) in threads1.items():   # a thread started inside the block counts from 0
+            run0, wait0 = threads0.get(tid, (0, 0))
+            self.run_s += (run - run0) / 1e9
+            self.wait_s += (wait - wait0) / 1e9
 
     @property
     def value(self) -> float | None:
         if self.wall_s < 1e-3:
             return None
-        return min(1.0, self.cpu_s / (self.wall_s * self.threads))
+        if self.per_thread and self.run_s + self.wait_s > 0:
+            return self.run_s / (self.run_s + self.wait_s)
+        return min(1.0, self.cpu_s / self.wall_s)
 
 
 def _check(fn, device, warmup, repeats, min_time_s):

@@ -10,11 +10,13 @@ repeats of each scattered. The course's rules, in the order they are applied:
      (:attr:`~amp_edu.measure.timing.Timing.rel_spread`: the interquartile range over the median).
      On a quiet machine that is a few percent; when another process takes the cores, some repeats
      stall and the spread jumps. More than :data:`BUSY_SPREAD` (25%): busy.
-   * on the CPU, the share of the time its threads ran on a core
-     (:attr:`~amp_edu.measure.timing.Timing.cpu_share`). Other processes can also slow *every*
-     repeat alike — a two-thread matmul whose second thread waits for a core each time runs many
-     times slower than one thread, repeat after repeat — and then the spread looks quiet. Less
-     than :data:`MIN_CPU_SHARE` (half the time on a core): busy.
+   * on the CPU, the share of the time its threads ran on a core, of the time they were ready
+     to run (:attr:`~amp_edu.measure.timing.Timing.cpu_share`,
+     :class:`~amp_edu.measure.timing.CpuShare`; a thread the op leaves asleep does not count, so
+     an op that uses one of many threads reads close to 1 on a quiet machine). Other processes
+     can also slow *every* repeat alike — a two-thread matmul whose second thread waits for a
+     core each time runs many times slower than one thread, repeat after repeat — and then the
+     spread looks quiet. Less than :data:`MIN_CPU_SHARE` (half the time on a core): busy.
 
    Then the sentence says so and draws **no** conclusion — no "faster", no "slower", not even
    "within noise", since a spread that wide would make every difference "noise" and that is a

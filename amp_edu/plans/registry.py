@@ -3,7 +3,7 @@
 The judge names the plan a check uses as data (``amp_edu.plans.l05`` / ``is_eligible``); the
 guard in the learner's kernel (:class:`amp_edu.course.integrity.Guard`) imports this module before
 any learner code runs and looks the plan up here, never with a string import. A new lesson's plan
-module is added to the import line; ``tests/test_checks_all.py`` fails until it is.
+module is added to the import line; ``tests/checks/test_all.py`` fails until it is.
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ would divide the gradients by ``S`` twice or step on stale checks.
 
 Everything a user can observe matches ``torch.amp.GradScaler``: the constructor and its checks,
 the getters and setters, the state dict, the exception types and messages, and -- bit for bit --
-the scale, the growth tracker, which steps are skipped and the parameters (``tests/test_scaler.py``
+the scale, the growth tracker, which steps are skipped and the parameters (``tests/scaler/test_scaler.py``
 drives both side by side). Torch does steps 2 and 4 in two fused private kernels
 (``_amp_foreach_non_finite_check_and_unscale_`` and ``_amp_update_scale_``); here they are
 :func:`non_finite_check_and_unscale_` and :func:`update_scale_` (the rule itself, on plain
@@ -41,7 +41,7 @@ gradient is sharded on (``Replicate`` dimensions are left alone), once per devic
 So an inf in any rank's shard makes *every* rank's ``found_inf`` 1 and every rank skips alike.
 This class applies the same rule itself (:func:`max_over_mesh_`), with the same collective per
 group, so its ``found_inf``, skip decisions, scale and parameters match torch's under FSDP2 too
-(``tests/test_distributed_experiments.py``). FSDP's ``ShardedGradScaler`` then also *sums* the
+(``tests/distributed/test_experiments.py``). FSDP's ``ShardedGradScaler`` then also *sums* the
 result over the process group, so there it reads 2 on each of two ranks.
 
 **Where each part lives.** Lesson 04 builds the pieces one at a time; this package keeps them apart
@@ -58,7 +58,7 @@ module                      what it holds
 :mod:`.grad_scaler`         :class:`GradScaler`: the state machine around the pieces
 :mod:`._fast`               private: the same kernels tuned against torch's overhead (stacked
                             CPU sums, a GPU path that never syncs), proven equal to
-                            :mod:`.kernels` by ``tests/test_scaler_fastpath.py``; the scaler
+                            :mod:`.kernels` by ``tests/scaler/test_fastpath.py``; the scaler
                             calls these
 =========================== ===================================================================
 """

@@ -2,7 +2,7 @@
 
 Not lesson code. Each function here gives exactly what its readable twin in :mod:`.kernels`
 gives -- the same bits in every gradient, the same ``found_inf``, the same scale and tracker, the
-same errors after the same partial work -- and ``tests/test_scaler_fastpath.py`` proves it on
+same errors after the same partial work -- and ``tests/scaler/test_fastpath.py`` proves it on
 random gradient lists (every dtype, inf/NaN anywhere, sums that overflow from finite terms,
 empty tensors, refused inputs). What they change is only the cost:
 

@@ -4,7 +4,7 @@
 arguments in their own words (a wrong device, a tensor of more than one element, a dtype they are
 not written for, a Python type the argument parser does not take). The course's kernels
 (:mod:`amp_edu.scaler.kernels`, and the fast versions in :mod:`amp_edu.scaler._fast`) run these
-checks first, so a learner's mistake reads the same as it would with torch; ``tests/test_scaler.py``
+checks first, so a learner's mistake reads the same as it would with torch; ``tests/scaler/test_scaler.py``
 compares every message with torch's.
 """
 

@@ -9,7 +9,7 @@
 
 These are the readable versions: one gradient at a time, one question each. The scaler itself
 calls their fast twins in :mod:`amp_edu.scaler._fast` (which stack small CPU gradients into one
-reduction and never read a GPU value back), and ``tests/test_scaler_fastpath.py`` proves the two
+reduction and never read a GPU value back), and ``tests/scaler/test_fastpath.py`` proves the two
 give the same bits, the same ``found_inf`` and the same errors.
 """
 
