@@ -24,7 +24,7 @@ timeout 60 "$py" -m amp_edu doctor 2>&1 | tee "$out/doctor.txt"
 # the GPU paths of the parity/agreement tests and the bench's method tests
 AMP_EDU_SMOKE=1 timeout 240 "$py" -m pytest -q -x -p no:cacheprovider -o addopts="" \
   tests/scaler/test_scaler.py tests/scaler/test_torch_port.py tests/autocast/test_api.py \
-  tests/autocast/test_agreement.py tests/test_timing.py tests/bench/test_bench.py \
+  tests/autocast/test_agreement.py tests/measure/test_timing.py tests/bench/test_bench.py \
   tests/test_memory.py tests/device/test_device.py tests/fp8/test_linear_parity.py 2>&1 | tee "$out/tests.log" | tail -15
 
 # the timing method itself, on real hardware

@@ -46,7 +46,7 @@ BUDGET_S = 540                      # 9 minutes on one H100/H200
 PARITY_TESTS = ("tests/scaler/test_scaler.py", "tests/scaler/test_torch_port.py", "tests/autocast/test_api.py",
                 "tests/autocast/test_torch_port.py", "tests/autocast/test_agreement.py",
                 "tests/autocast/test_under_compile.py", "tests/fp8/test_linear_parity.py", "tests/fp8/test_torchao_port.py",
-                "tests/test_timing.py", "tests/bench/test_bench.py", "tests/test_memory.py", "tests/device/test_device.py")
+                "tests/measure/test_timing.py", "tests/bench/test_bench.py", "tests/test_memory.py", "tests/device/test_device.py")
 #: lessons stored at smoke size on the GPU too, and why (the rest run at full GPU size)
 SMOKE_ON_GPU = {
     8: "its multi-seed convergence study runs many full training runs; at full size it alone would "
