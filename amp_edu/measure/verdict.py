@@ -306,7 +306,7 @@ def verdict_table(times: Mapping[str, Any], baseline: str, *, note: str = "", un
     >>> quiet = {"fp32": [1.00e-3, 1.01e-3, 1.02e-3, 1.00e-3], "bf16": [2.0e-3, 2.1e-3, 2.0e-3, 2.0e-3]}
     >>> print("\\n".join(verdict_table(quiet, "fp32")))
       fp32     1.01 ms  (repeats spread  2%)  the baseline
-      bf16        2 ms  (repeats spread  4%)  1.99× slower (beyond the 5% spread of the repeats)
+      bf16        2 ms  (repeats spread  4%)  1.99× slower (beyond the repeats' spread, 0.046 ms)
       every row's repeats spread by at most 4% of their median: a row is called faster or slower than fp32 only beyond the spread
     """
     if not isinstance(times, Mapping) or not times:
@@ -326,9 +326,10 @@ def verdict_table(times: Mapping[str, Any], baseline: str, *, note: str = "", un
             how = "the baseline"
         elif stalled is None:
             v = speed_verdict(t, ts[baseline], max_spread=max_spread, min_cpu_share=min_cpu_share)
-            how = (f"{max(v.ratio, 1 / v.ratio):.2f}× {v.word} (beyond the {v.rel_spread:.0%} spread of the repeats)"
+            spread = f"{v.rel_spread * ts[baseline].median_s * scale:.2g} {unit}"   # in time, not a % of a median
+            how = (f"{max(v.ratio, 1 / v.ratio):.2f}× {v.word} (beyond the repeats' spread, {spread})"
                    if v.significant else
-                   f"{v.ratio:.2f}× its time: within noise (the {v.rel_spread:.0%} spread of the repeats)")
+                   f"{v.ratio:.2f}× its time: within noise (the repeats' spread, {spread})")
         lines.append(f"  {name:<{width}} {t.median_s * scale:8.3g} {unit}  (repeats spread {t.rel_spread:3.0%})  {how}".rstrip())
     if stalled is not None:
         lines.append("  " + stalled.sentence(note))
