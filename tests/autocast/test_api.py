@@ -14,6 +14,7 @@ import amp_edu.autocast.mode as mode_mod
 import amp_edu.autocast.state as state_mod
 from amp_edu.autocast import autocast, policy
 from amp_edu.autocast import weight_cache as _cache_for_tests
+from amp_edu.autocast.custom import custom_bwd, custom_fwd
 
 BF16, FP16, FP32, FP64 = torch.bfloat16, torch.float16, torch.float32, torch.float64
 
@@ -380,14 +381,14 @@ class _Square(torch.autograd.Function):
     seen: dict = {}
 
     @staticmethod
-    @ac.custom_fwd(device_type="cpu", cast_inputs=torch.float32)
+    @custom_fwd(device_type="cpu", cast_inputs=torch.float32)
     def forward(ctx, x, w):
         _Square.seen["fwd"] = (x.dtype, ac.is_autocast_enabled("cpu"), torch.mm(x, w).dtype)
         ctx.save_for_backward(x, w)
         return torch.mm(x, w)
 
     @staticmethod
-    @ac.custom_bwd(device_type="cpu")
+    @custom_bwd(device_type="cpu")
     def backward(ctx, g):
         x, w = ctx.saved_tensors
         _Square.seen["bwd"] = ac.is_autocast_enabled("cpu")
@@ -396,12 +397,12 @@ class _Square(torch.autograd.Function):
 
 class _Plain(torch.autograd.Function):
     @staticmethod
-    @ac.custom_fwd(device_type="cpu")
+    @custom_fwd(device_type="cpu")
     def forward(ctx, x):
         return torch.mm(x, x)
 
     @staticmethod
-    @ac.custom_bwd(device_type="cpu")
+    @custom_bwd(device_type="cpu")
     def backward(ctx, g):
         _Plain.bwd = (ac.is_autocast_enabled("cpu"), ac.get_autocast_dtype("cpu"))
         return g.float()
@@ -421,4 +422,4 @@ def test_custom_fwd_cast_inputs_and_custom_bwd():
     z.float().sum().backward()
     assert _Plain.bwd == (True, FP16)
     with pytest.raises(ValueError, match="device_type"):
-        ac.custom_fwd(device_type=None)
+        custom_fwd(device_type=None)

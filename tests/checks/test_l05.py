@@ -6,9 +6,19 @@ import torch
 from amp_edu.autocast.policy import BCE_BANNED_MESSAGE, POLICIES, decide, kind_of
 from amp_edu.checks import l05
 from amp_edu.checks.core import CheckFailed
+from amp_edu.checks.l05.args import check_autocast_args
+from amp_edu.checks.l05.cache import check_cached_cast
+from amp_edu.checks.l05.eligible import check_is_eligible
 from checkhelp import verdict  # noqa: E402  (tests/ is on sys.path)
 
 BF16, FP32, FP64 = torch.bfloat16, torch.float32, torch.float64
+
+
+def test_the_package_hands_the_lesson_and_the_grader_its_three_parts():
+    """The lesson's check cells and the course checklist name ``amp_edu.checks.l05`` itself."""
+    assert l05.__all__ == ["check_is_eligible", "check_autocast_args", "check_cached_cast"]
+    assert (l05.check_is_eligible, l05.check_autocast_args, l05.check_cached_cast) == \
+        (check_is_eligible, check_autocast_args, check_cached_cast)
 
 
 # --- part A: is_eligible --------------------------------------------------------------------
@@ -18,7 +28,7 @@ def eligible_ok(t, device_type):
 
 
 def test_reference_eligible_passes(capsys):
-    l05.check_is_eligible(eligible_ok)
+    check_is_eligible(eligible_ok)
     assert capsys.readouterr().out.startswith("PASS is_eligible")
 
 
@@ -32,7 +42,7 @@ def test_reference_eligible_passes(capsys):
 ])
 def test_wrong_eligibility_fails(wrong, hint):
     with pytest.raises(CheckFailed, match=hint) as err:
-        l05.check_is_eligible(wrong)
+        check_is_eligible(wrong)
     assert "input:" in str(err.value) and "expected:" in str(err.value)
 
 
@@ -92,8 +102,8 @@ def make_args(*, eligible=eligible_ok, inplace=False, promote="widest", explicit
 
 
 def test_reference_args_passes(capsys):
-    l05.check_autocast_args(args_ok)
-    l05.check_autocast_args(make_args())          # the hand-written version is right too
+    check_autocast_args(args_ok)
+    check_autocast_args(make_args())          # the hand-written version is right too
     assert capsys.readouterr().out.count("PASS autocast_args") == 2
 
 
@@ -117,7 +127,7 @@ def test_reference_args_passes(capsys):
 ])
 def test_wrong_args_fail(wrong, where, hint):
     with pytest.raises(CheckFailed, match=hint) as err:
-        l05.check_autocast_args(wrong)
+        check_autocast_args(wrong)
     msg = str(err.value)
     assert where in msg and "expected:" in msg and "got:" in msg
 
@@ -140,14 +150,14 @@ def promote_unknown_ops(op, args, kwargs, *, policy, device_type, dtype):
 ])
 def test_wrong_arguments_with_the_same_op_result_fail(wrong, where, hint):
     with pytest.raises(CheckFailed, match=hint) as err:
-        l05.check_autocast_args(wrong)
+        check_autocast_args(wrong)
     msg = str(err.value)
     assert where in msg and "expected:" in msg and "got:" in msg
 
 
 def test_args_must_return_a_pair():
     with pytest.raises(CheckFailed, match="tuple"):
-        l05.check_autocast_args(lambda op, args, kwargs, **kw: args)
+        check_autocast_args(lambda op, args, kwargs, **kw: args)
 
 
 # --- part C: cached_cast --------------------------------------------------------------------
@@ -174,7 +184,7 @@ def make_cache(*, check=cacheable, grad=True, key_dtype=True, inference=True, st
 
 
 def test_reference_cache_passes(capsys):
-    l05.check_cached_cast(make_cache())
+    check_cached_cast(make_cache())
     assert capsys.readouterr().out.startswith("PASS cached_cast")
 
 
@@ -193,7 +203,7 @@ def test_reference_cache_passes(capsys):
 ])
 def test_wrong_cache_fails(wrong, where, hint):
     with pytest.raises(CheckFailed, match=hint) as err:
-        l05.check_cached_cast(wrong)
+        check_cached_cast(wrong)
     assert where in str(err.value)
 
 
@@ -211,7 +221,7 @@ def _tensors(obj):
 
 
 @pytest.mark.parametrize("check, answer", [
-    (l05.check_is_eligible, eligible_ok), (l05.check_autocast_args, args_ok), (l05.check_cached_cast, make_cache()),
+    (check_is_eligible, eligible_ok), (check_autocast_args, args_ok), (check_cached_cast, make_cache()),
 ], ids=["is_eligible", "autocast_args", "cached_cast"])
 def test_drawn_cases_differ_by_seed_and_the_reference_passes_for_several(check, answer):
     assert _tensors(check.cases(1)) != _tensors(check.cases(2))
@@ -220,7 +230,7 @@ def test_drawn_cases_differ_by_seed_and_the_reference_passes_for_several(check, 
 
 
 def test_drawn_eligibility_cases_cover_every_kind():
-    specs = [spec for seed in range(4) for spec, _ in l05.check_is_eligible.cases(seed)[13:]]
+    specs = [spec for seed in range(4) for spec, _ in check_is_eligible.cases(seed)[13:]]
     assert any(isinstance(s, dict) and "$meta" in s for s in specs)
     assert any(isinstance(s, dict) and "$parameter" in s for s in specs)
     assert len({s.dtype for s in specs if isinstance(s, torch.Tensor)}) >= 5
@@ -242,9 +252,9 @@ class LiarTensor(torch.Tensor):
 
 def test_lying_eligibility_answers_fail():
     with pytest.raises(CheckFailed, match="int subclass"):
-        l05.check_is_eligible(lambda t, d: LiarInt(eligible_ok(t, d)))
+        check_is_eligible(lambda t, d: LiarInt(eligible_ok(t, d)))
     with pytest.raises(CheckFailed, match="Python bool"):
-        l05.check_is_eligible(lambda t, d: torch.tensor(eligible_ok(t, d)))
+        check_is_eligible(lambda t, d: torch.tensor(eligible_ok(t, d)))
 
 
 def test_lying_args_answers_fail():
@@ -252,14 +262,14 @@ def test_lying_args_answers_fail():
         a, k = args_ok(op, args, kwargs, **kw)
         return tuple(x.as_subclass(LiarTensor) if isinstance(x, torch.Tensor) else x for x in a), k
     with pytest.raises(CheckFailed, match="plain tensors"):
-        l05.check_autocast_args(subclassed)
+        check_autocast_args(subclassed)
 
     def other_values(op, args, kwargs, **kw):
         a, k = args_ok(op, args, kwargs, **kw)
         return tuple(torch.randn_like(x) if isinstance(x, torch.Tensor) and x.is_floating_point() and not x.is_meta
                      else x for x in a), k
     with pytest.raises(CheckFailed, match="expected:"):
-        l05.check_autocast_args(other_values)
+        check_autocast_args(other_values)
 
     def casts_in_place(op, args, kwargs, **kw):
         for x in args:
@@ -267,12 +277,12 @@ def test_lying_args_answers_fail():
                 x.data = x.data.to(kw["dtype"]).to(FP32)        # "rounds" the caller's tensor
         return args_ok(op, args, kwargs, **kw)
     with pytest.raises(CheckFailed, match="leave the caller's tensors"):
-        l05.check_autocast_args(casts_in_place)
+        check_autocast_args(casts_in_place)
 
 
 def test_lying_cache_answers_fail():
     ok = make_cache()
     with pytest.raises(CheckFailed, match="cast tensor"):
-        l05.check_cached_cast(lambda cache, t, to, lower: ok(cache, t, to, lower).as_subclass(LiarTensor))
+        check_cached_cast(lambda cache, t, to, lower: ok(cache, t, to, lower).as_subclass(LiarTensor))
     with pytest.raises(CheckFailed, match="cast tensor"):
-        l05.check_cached_cast(lambda cache, t, to, lower: torch.zeros_like(t, dtype=to))
+        check_cached_cast(lambda cache, t, to, lower: torch.zeros_like(t, dtype=to))

@@ -11,7 +11,6 @@ import torch
 from torch import nn
 
 from amp_edu import compile as comp
-from amp_edu.measure.timing import Timing
 
 
 def _ln_linear(x):
@@ -165,50 +164,6 @@ def test_ulp_distance_rejects_bad_input():
         comp.ulp_distance(torch.ones(2, dtype=torch.int32), torch.ones(2, dtype=torch.int32))
     with pytest.raises(ValueError, match="NaN"):
         comp.ulp_distance(torch.tensor([math.nan]), torch.tensor([1.0]))
-
-
-def _t(median, iqr, cpu_share=None):
-    return Timing(median, iqr, [median], cpu_share=cpu_share)
-
-
-def test_break_even_is_noise_aware():
-    be = comp.break_even(10.0, _t(2e-3, 1e-4), _t(1e-3, 1e-4))
-    assert be.steps == pytest.approx(10_000) and "10,000 steps" in be.sentence()
-    assert be.verdict.word == "faster" and "2 ms" in be.sentence() and "faster" in be.sentence()
-    within = comp.break_even(10.0, _t(1.05e-3, 1e-4), _t(1e-3, 1e-4))
-    assert within.steps is None and "within noise" in within.sentence() and "no break-even" in within.sentence()
-    slower = comp.break_even(10.0, _t(1e-3, 1e-5), _t(2e-3, 1e-5))
-    assert slower.steps is None and "never pays" in slower.sentence()
-    with pytest.raises(ValueError):
-        comp.break_even(-1.0, _t(1, 0), _t(1, 0))
-    with pytest.raises(TypeError, match="Timing"):
-        comp.break_even(1.0, 0.5, _t(1, 0))
-
-
-def test_break_even_takes_its_noise_rule_from_measure_verdict():
-    """One rule decides whether a saving is real: measure.verdict's. The same medians (compiled
-    twice as fast) give a step count only when the verdict concludes."""
-    from amp_edu.measure.verdict import NO_VERDICT, WORDS, speed_verdict
-
-    tight = comp.break_even(10.0, _t(2e-3, 0.1e-3, cpu_share=0.98), _t(1e-3, 0.05e-3, cpu_share=0.97))
-    assert tight.verdict.concluded and tight.steps == pytest.approx(10_000)
-    noisy = comp.break_even(10.0, _t(2e-3, 0.8e-3), _t(1e-3, 0.05e-3))   # eager's repeats spread 40%: busy
-    starved = comp.break_even(10.0, _t(2e-3, 0.1e-3, cpu_share=0.98), _t(1e-3, 0.05e-3, cpu_share=0.3))
-    for be in (noisy, starved):
-        assert be.steps is None and be.verdict.word == NO_VERDICT
-        s = be.sentence()
-        assert s.startswith("compile 10.0 s; a compiled step against an eager step: no verdict: ")
-        assert "busy" in s and "steps" not in s and not any(w in s for w in WORDS)
-        assert "ms" not in s                                  # no per-step times: they would read as a comparison
-    assert starved.verdict.refusal().kind == "cpu share"
-    # the verdict is speed_verdict's, compiled against eager, to the word
-    for eager, compiled in ((_t(2e-3, 1e-4), _t(1e-3, 1e-4)), (_t(1.05e-3, 1e-4), _t(1e-3, 1e-4)),
-                            (_t(2e-3, 0.8e-3), _t(1e-3, 0.05e-3))):
-        assert comp.break_even(1.0, eager, compiled).verdict == speed_verdict(compiled, eager)
-    # a saving inside the spread of the repeats is within noise
-    assert comp.break_even(10.0, _t(1.05e-3, 0.2e-3), _t(1.0e-3, 0.1e-3)).steps is None
-    # ... and one under 2% of the eager step is too small to call, however tight the repeats
-    assert comp.break_even(10.0, _t(1.01e-3, 0.0), _t(1.0e-3, 0.0)).steps is None
 
 
 def test_inductor_fuses_autocast_casts_and_matches_eager_with_emulated_casts():

@@ -1,10 +1,10 @@
-"""amp_edu.compile.recompile_reasons: dynamo's failed guards collected, nothing printed, logging restored."""
+"""amp_edu.compile.guards.recompile_reasons: dynamo's failed guards collected, nothing printed, logging restored."""
 
 import logging
 
 import torch
 
-from amp_edu.compile import recompile_reasons
+from amp_edu.compile.guards import recompile_reasons
 
 
 def test_collects_the_failed_guard_and_restores_logging(capfd):

@@ -35,6 +35,26 @@ def test_every_solution_check_is_known_once_and_parsed_into_its_call():
     assert refs["arithmetic_intensity"].module == "amp_edu.checks.l06"        # the `l06.check_x(...)` form
 
 
+def test_the_shipped_checklist_names_real_graders_and_every_exercises_given_cells():
+    """amp_edu.course.checklist is what a grader installed without a checkout knows: each entry
+    names a grader that exists, and GIVEN covers exactly the exercises, every one handing out cells."""
+    import importlib
+
+    from amp_edu.checks.core import Check
+    from amp_edu.course.checklist import CHECKS, GIVEN
+
+    for name, entry in CHECKS.items():
+        grader = getattr(importlib.import_module(entry["module"]), entry["function"])
+        assert isinstance(grader, Check), name
+        assert entry["source"].startswith(f"# CHECK: {name}\n")
+        assert f"{entry['function']}({entry['args']})" in entry["source"]
+        assert (ROOT / "solutions" / entry["lesson"]).is_file()
+    assert set(GIVEN) == {p.name for p in (ROOT / "exercises").glob("*.ipynb")} == {e["lesson"] for e in CHECKS.values()}
+    assert all(GIVEN.values())
+    assert handout.given_cells() == {d for digests in GIVEN.values() for d in digests}
+    assert handout.course_checks() == {n: handout.CourseCheck(**e) for n, e in CHECKS.items()}
+
+
 @pytest.mark.parametrize("source", ["print('PASS')", "x = check_decode(decode)", "import os",
                                     "check_decode(decode); print(1)", "os.system('x')(1)"])
 def test_a_check_cell_of_another_shape_is_refused(source):

@@ -6,49 +6,49 @@ from pathlib import Path
 import pytest
 import torch
 
-from amp_edu import device
+from amp_edu.device import cpu_classes, cpu_features, sizes, summary
 
 
 def test_smoke_flag(monkeypatch):
     for v, want in [("1", True), ("true", True), ("0", False), ("", False), ("no", False)]:
         monkeypatch.setenv("AMP_EDU_SMOKE", v)
-        assert device.is_smoke() is want
+        assert sizes.is_smoke() is want
 
 
 def test_pick_sizes(monkeypatch):
     monkeypatch.setenv("AMP_EDU_SMOKE", "1")
-    assert device.pick(smoke=1, cpu=2, gpu=3) == 1
+    assert sizes.pick(smoke=1, cpu=2, gpu=3) == 1
     monkeypatch.setenv("AMP_EDU_SMOKE", "0")
     want = 3 if torch.cuda.is_available() else 2
-    assert device.pick(smoke=1, cpu=2, gpu=3) == want
-    assert device.pick(smoke=1, cpu=2, gpu=3, device="cpu") == 2
+    assert sizes.pick(smoke=1, cpu=2, gpu=3) == want
+    assert sizes.pick(smoke=1, cpu=2, gpu=3, device="cpu") == 2
 
 
 def test_pick_device_rejects_bad_input():
     with pytest.raises(ValueError, match="'cpu', 'cuda'"):
-        device.pick_device("tpu")
+        sizes.pick_device("tpu")
     if not torch.cuda.is_available():
         with pytest.raises(ValueError, match="is_available"):
-            device.pick_device("cuda")
-    assert device.pick_device("cpu").type == "cpu"
+            sizes.pick_device("cuda")
+    assert sizes.pick_device("cpu").type == "cpu"
 
 
 def test_info_and_report_on_cpu():
-    i = device.info("cpu")
+    i = summary.info("cpu")
     assert i.device == "cpu" and i.threads == torch.get_num_threads()
     assert set(i.cpu_flags) >= {"avx512bw", "avx512vl", "avx512dq", "avx512_bf16", "amx_bf16", "avx512_fp16",
                                 "bf16", "asimdhp"}
-    assert i.cpu_class == device.cpu_class()
+    assert i.cpu_class == cpu_classes.cpu_class()
     assert i.to_dict()["cpu_class"]["name"] == i.cpu_class.name
-    line = device.setup_line("cpu")
+    line = summary.setup_line("cpu")
     assert f"CPU class {i.cpu_class.name}" in line
     first, second = line.split("\n")
-    assert second == device.provenance_line("cpu") or second.startswith("outputs below produced on: ")
+    assert second == summary.provenance_line("cpu") or second.startswith("outputs below produced on: ")
     assert torch.__version__ in second and "differ on another machine" in second
-    text = device.report("cpu")
+    text = summary.report("cpu")
     assert "CPU bf16 matmul" in text and "oneDNN ISA" in text and torch.__version__ in text
     with pytest.raises(ValueError):
-        device.info("meta")
+        summary.info("meta")
 
 
 def test_doctor_cli(capsys):
@@ -59,19 +59,19 @@ def test_doctor_cli(capsys):
 
 def test_num_threads_restores_the_setting_even_on_error():
     from amp_edu import study
-    assert study.num_threads is device.num_threads          # one owner, re-exported for the study
+    assert study.num_threads is sizes.num_threads          # one owner, re-exported for the study
     n = torch.get_num_threads()
     with pytest.raises(RuntimeError):
-        with device.num_threads(1):
+        with sizes.num_threads(1):
             assert torch.get_num_threads() == 1
             raise RuntimeError("boom")
     assert torch.get_num_threads() == n
     with pytest.raises(ValueError, match="threads must be None or a positive int"):
-        with device.num_threads(0):
+        with sizes.num_threads(0):
             pass
     for bad in (True, 1.0, "2"):
         with pytest.raises(TypeError, match="threads"):
-            with device.num_threads(bad):
+            with sizes.num_threads(bad):
                 pass
     assert torch.get_num_threads() == n
 
@@ -96,14 +96,14 @@ EXPECTED = {
 
 def _features(name):
     text = (SAMPLES / name).read_text()
-    return device.parse_sysctl(text) if "sysctl" in name else device.parse_cpuinfo(text)
+    return cpu_features.parse_sysctl(text) if "sysctl" in name else cpu_features.parse_cpuinfo(text)
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_cpu_class_of_each_family(name):
-    c = device.cpu_class(_features(name), env={})
+    c = cpu_classes.cpu_class(_features(name), env={})
     assert (c.name, c.bf16.supported, c.bf16.fast, c.fp16.supported) == EXPECTED[name]
-    assert c.name in device.CLASSES and c.limit is None
+    assert c.name in cpu_classes.CLASSES and c.limit is None
 
 
 def test_every_sample_is_tested():
@@ -118,11 +118,11 @@ def test_the_sources_and_models_are_read():
     assert "bf16" not in _features("apple_m1_sysctl.txt").flags            # FEAT_BF16: 0
     spr = _features("intel_xeon_8480_sapphire_rapids.txt")
     assert spr.model.startswith("Intel(R) Xeon(R) Platinum 8480")
-    assert device.onednn_isa(spr) == "AVX10_1_512_AMX"
-    assert device.onednn_isa(_features("intel_xeon_8175m_skylake.txt")) == "AVX512_CORE"
-    assert device.onednn_isa(_features("amd_epyc_9654_zen4.txt")) == "AVX512_CORE_BF16"
-    assert device.parse_cpuinfo("processor : 0\n").arch == "unknown"
-    assert device.cpu_class(device.parse_cpuinfo(""), env={}).name == "unknown"
+    assert cpu_features.onednn_isa(spr) == "AVX10_1_512_AMX"
+    assert cpu_features.onednn_isa(_features("intel_xeon_8175m_skylake.txt")) == "AVX512_CORE"
+    assert cpu_features.onednn_isa(_features("amd_epyc_9654_zen4.txt")) == "AVX512_CORE_BF16"
+    assert cpu_features.parse_cpuinfo("processor : 0\n").arch == "unknown"
+    assert cpu_classes.cpu_class(cpu_features.parse_cpuinfo(""), env={}).name == "unknown"
 
 
 @pytest.mark.parametrize("limit, want", [
@@ -132,32 +132,32 @@ def test_the_sources_and_models_are_read():
 def test_onednn_max_cpu_isa_lowers_the_class(limit, want):
     """Under ONEDNN_MAX_CPU_ISA=AVX2 bf16 is not fast, whatever the flags say."""
     spr = _features("intel_xeon_8480_sapphire_rapids.txt")
-    c = device.cpu_class(spr, env={"ONEDNN_MAX_CPU_ISA": limit})
+    c = cpu_classes.cpu_class(spr, env={"ONEDNN_MAX_CPU_ISA": limit})
     assert (c.name, c.bf16.supported, c.bf16.fast) == want
     assert c.hardware_isa == "AVX10_1_512_AMX"
-    assert device.cpu_class(spr, env={"DNNL_MAX_CPU_ISA": limit}).name == want[0]   # oneDNN's old name
+    assert cpu_classes.cpu_class(spr, env={"DNNL_MAX_CPU_ISA": limit}).name == want[0]   # oneDNN's old name
 
 
 def test_bad_input_names_what_is_accepted():
     with pytest.raises(TypeError, match="CpuFeatures"):
-        device.cpu_class("avx2")
+        cpu_classes.cpu_class("avx2")
     with pytest.raises(TypeError, match="/proc/cpuinfo"):
-        device.parse_cpuinfo(b"flags : avx2")
+        cpu_features.parse_cpuinfo(b"flags : avx2")
     with pytest.raises(TypeError, match="sysctl"):
-        device.parse_sysctl(None)
+        cpu_features.parse_sysctl(None)
 
 
 def test_the_live_machine_agrees_with_torch():
     """The rule's 'supported' on this machine's own cpuinfo equals torch's answer."""
-    live = device.read_cpu_features()
-    rule = device.cpu_class(live)                      # the rule only (recorded features)
-    c = device.cpu_class()                             # torch's answers
+    live = cpu_features.read_cpu_features()
+    rule = cpu_classes.cpu_class(live)                      # the rule only (recorded features)
+    c = cpu_classes.cpu_class()                             # torch's answers
     assert c.bf16.supported is torch.ops.mkldnn._is_mkldnn_bf16_supported()
     assert c.fp16.supported is torch.ops.mkldnn._is_mkldnn_fp16_supported()
     if live.arch == "x86":
         assert (rule.bf16.supported, rule.fp16.supported) == (c.bf16.supported, c.fp16.supported)
-    rec = device.parse_cpuinfo((SAMPLES / "live_amd_epyc.txt").read_text())
-    assert device.cpu_class(rec, env={}).name == "AVX512_BF16"
+    rec = cpu_features.parse_cpuinfo((SAMPLES / "live_amd_epyc.txt").read_text())
+    assert cpu_classes.cpu_class(rec, env={}).name == "AVX512_BF16"
 
 
 def _torch_answers(env):
@@ -168,14 +168,14 @@ def _torch_answers(env):
     return tuple(v == "True" for v in out)
 
 
-@pytest.mark.skipif(device.read_cpu_features().arch != "x86", reason="ONEDNN_MAX_CPU_ISA is an x86 switch")
+@pytest.mark.skipif(cpu_features.read_cpu_features().arch != "x86", reason="ONEDNN_MAX_CPU_ISA is an x86 switch")
 @pytest.mark.parametrize("limit", ["AVX2", "AVX512_CORE"])
 def test_the_rule_follows_torch_under_a_limit(limit):
     """torch's own query follows ONEDNN_MAX_CPU_ISA (it asks oneDNN); so does the rule."""
-    live = device.read_cpu_features()
-    if device.onednn_isa(live) is None or not device.cpu_features.allows(device.onednn_isa(live), limit):
+    live = cpu_features.read_cpu_features()
+    if cpu_features.onednn_isa(live) is None or not cpu_features.allows(cpu_features.onednn_isa(live), limit):
         pytest.skip(f"this CPU is below {limit}")
-    c = device.cpu_class(live, env={"ONEDNN_MAX_CPU_ISA": limit})
+    c = cpu_classes.cpu_class(live, env={"ONEDNN_MAX_CPU_ISA": limit})
     assert _torch_answers({"ONEDNN_MAX_CPU_ISA": limit}) == (c.bf16.supported, c.fp16.supported)
 
 
@@ -183,17 +183,17 @@ def test_torch_capabilities_are_read_first_and_agree_with_cpuinfo():
     """torch.cpu.get_capabilities() (torch >= 2.9) is asked before /proc/cpuinfo; both give one ISA."""
     if not hasattr(torch.cpu, "get_capabilities"):
         pytest.skip("this torch has no torch.cpu.get_capabilities()")
-    live = device.read_cpu_features()
+    live = cpu_features.read_cpu_features()
     assert live.source == "torch.cpu.get_capabilities()"
     try:
         text = Path("/proc/cpuinfo").read_text()
     except OSError:
         pytest.skip("no /proc/cpuinfo to compare with")
-    proc = device.parse_cpuinfo(text)
+    proc = cpu_features.parse_cpuinfo(text)
     assert live.arch == proc.arch
     if proc.arch == "x86":
-        assert device.onednn_isa(live) == device.onednn_isa(proc)
-        assert device.cpu_class(live, env={}).name == device.cpu_class(proc, env={}).name
+        assert cpu_features.onednn_isa(live) == cpu_features.onednn_isa(proc)
+        assert cpu_classes.cpu_class(live, env={}).name == cpu_classes.cpu_class(proc, env={}).name
 
 
 def test_torch_capability_names_become_linux_names():
@@ -201,11 +201,11 @@ def test_torch_capability_names_become_linux_names():
            "avx512_vl": True, "avx512_dq": True, "avx512_vnni": True, "avx512_bf16": True, "avx512_fp16": True,
            "amx_tile": True, "amx_int8": True, "amx_bf16": True, "amx_fp16": False, "sse4_1": True,
            "avx": True, "avx2": True, "l2_cache_size": 2097152}
-    f = device.parse_torch_capabilities(spr)
-    assert (f.arch, f.model, device.onednn_isa(f)) == ("x86", "Intel Xeon", "AVX10_1_512_AMX")
+    f = cpu_features.parse_torch_capabilities(spr)
+    assert (f.arch, f.model, cpu_features.onednn_isa(f)) == ("x86", "Intel Xeon", "AVX10_1_512_AMX")
     assert "amx_fp16" not in f.flags and "l2_cache_size" not in f.flags
-    g3 = device.parse_torch_capabilities({"architecture": "aarch64", "neon": True, "bf16": True, "sve": True,
+    g3 = cpu_features.parse_torch_capabilities({"architecture": "aarch64", "neon": True, "bf16": True, "sve": True,
                                           "sve_bf16": True, "fp16_arith": True, "i8mm": True})
     assert g3.arch == "arm" and {"asimd", "bf16", "svebf16", "fphp", "asimdhp"} <= g3.flags
     with pytest.raises(TypeError, match="get_capabilities"):
-        device.parse_torch_capabilities("avx2")
+        cpu_features.parse_torch_capabilities("avx2")

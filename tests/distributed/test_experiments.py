@@ -7,7 +7,7 @@ import tempfile
 import pytest
 import torch
 
-from amp_edu.distributed import launch, lesson, parity
+from amp_edu.distributed import ddp, launch, lesson, parity, scaling
 
 
 
@@ -17,7 +17,16 @@ def everything(rank: int, world_size: int, size: dict, ckpt_dir: str) -> dict:
     return {"lesson": lesson.all_experiments(rank, world_size, size, ckpt_dir),
             "parity": parity.scaler_parity(rank, world_size, None),
             "grad_scaler_parity": parity.grad_scaler_parity(rank, world_size, None),
-            "dtensor_kernel": parity.dtensor_kernel_parity(rank, world_size)}
+            "dtensor_kernel": parity.dtensor_kernel_parity(rank, world_size),
+            "controls": controls(rank, world_size)}
+
+
+def controls(rank: int, world_size: int) -> dict:
+    """The pitfalls' experiments where nothing should go wrong: the fp16 hooks on values fp16
+    holds exactly (halves included), and a resume whose ranks agree on the scale."""
+    values = [[1000.0, 3.0, 2.0 ** -20], [3000.0, 5.0, 2.0 ** -20]]
+    return {"overflow": ddp.hook_overflow(rank, world_size, values=values),
+            "resume": scaling.resume_mismatch(rank, world_size, scales=(2.0 ** 12, 2.0 ** 12))}
 
 
 @pytest.fixture(scope="module")
@@ -114,6 +123,7 @@ def test_compression_hooks_halve_the_bytes_and_fp16_flushes_tiny_gradients(exp):
     for m in (1e-2, 1e-6, 1e-8):
         fp32 = hooks[("allreduce_hook", m)]
         assert fp32["dtype"] == "float32" and fp32["rel_error"] < 1e-6
+        assert {h for h, mag in hooks if mag == m} == set(ddp.HOOKS)
         for h, dt in (("fp16_compress_hook", "float16"), ("bf16_compress_hook", "bfloat16")):
             assert hooks[(h, m)]["dtype"] == dt and hooks[(h, m)]["bytes"] * 2 == fp32["bytes"]
         assert hooks[("bf16_compress_hook", m)]["rel_error"] < 2.0 ** -7
@@ -175,6 +185,18 @@ def test_fp16_compress_hook_casts_before_it_divides(exp):
     assert o["fp16_compress_hook"][1:3] == o["divide first, then cast"][1:3] == o["exact"][1:3]
     assert o["fp16_compress_hook"][3] == math.inf           # 70000 on both ranks: average 70000 > 65504
     assert o["exact"][4] > 2.0 ** -25 and o["fp16_compress_hook"][4] == 0.0   # each share flushes
+
+
+def test_the_controls_show_nothing_when_nothing_goes_wrong(both_ranks):
+    """Where every value and its half fit in fp16, both fp16 hooks give the exact average; where
+    the ranks resume with the same scale, the unscaled gradients are the right ones, exactly."""
+    for rank in (0, 1):
+        c = both_ranks[rank]["controls"]
+        o = c["overflow"]
+        assert o["exact"] == [2000.0, 4.0, 2.0 ** -20]
+        assert o["fp16_compress_hook"] == o["divide first, then cast"] == o["exact"]
+        r = c["resume"]
+        assert r["agree"] and r["all_scales"] == [2.0 ** 12] * 2 and r["norm_ratio"] == 1.0
 
 
 def test_fsdp2_all_gathers_in_param_dtype_and_reduce_scatters_in_reduce_dtype(exp):

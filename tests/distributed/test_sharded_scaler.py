@@ -14,7 +14,7 @@ import torch
 import torch.distributed as dist
 from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler as TorchSharded
 
-from amp_edu.distributed import ShardedGradScaler as Ours
+from amp_edu.distributed.sharded_scaler import ShardedGradScaler as Ours
 
 
 @pytest.fixture(scope="module")

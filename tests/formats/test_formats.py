@@ -6,7 +6,11 @@ import pytest
 import torch
 
 from amp_edu import formats
-from amp_edu.formats import FORMATS, Format, decode, decompose, encode, quantize
+from amp_edu.formats.fate import FATES, fate, fate_counts
+from amp_edu.formats.fields import decompose
+from amp_edu.formats.format import (ALL_FORMATS, FORMATS, FP4_E2M1, FP8_E8M0, FP16, Format, dtype_name, get,
+                                    name_of, short_name)
+from amp_edu.formats.rounding import decode, encode, quantize
 
 SMALL = ["fp16", "bf16", "fp8_e4m3", "fp8_e5m2"]          # the formats torch has a dtype for
 
@@ -354,7 +358,7 @@ def test_e8m0_is_torchs_float8_e8m0fnu_bit_for_bit():
 
 
 def test_e8m0_fields_and_constants_match_torch_finfo():
-    f = formats.FP8_E8M0
+    f = FP8_E8M0
     fi = torch.finfo(torch.float8_e8m0fnu)
     assert (f.bits, f.bias, f.signed, f.has_inf, f.has_zero) == (8, 127, False, False, False)
     assert (f.max, f.smallest_normal, f.eps) == (fi.max, fi.smallest_normal, fi.eps)
@@ -364,10 +368,10 @@ def test_e8m0_fields_and_constants_match_torch_finfo():
     assert (d.bits, d.sign, d.fields, d.kind, d.value) == ("10000001", 0, ("", "10000001", ""), "normal", 4.0)
     assert d.equation() == "+2^2 = 4.0"
     assert decompose(0.0, "fp8_e8m0").value == 2.0 ** -127               # no zero
-    assert formats.fate(0.0, "fp8_e8m0") == "normal"
+    assert fate(0.0, "fp8_e8m0") == "normal"
     assert decompose(1.5 * 2.0 ** 127, "fp8_e8m0").kind == "nan"         # overflow → NaN
     assert decompose(math.inf, "fp8_e8m0").kind == "nan"
-    assert formats.fate(1.5 * 2.0 ** 127, "fp8_e8m0") == "overflow"
+    assert fate(1.5 * 2.0 ** 127, "fp8_e8m0") == "overflow"
 
 
 # OCP MX v1.0 spec, table of FP4 E2M1 values: S.EE.M with bias 1; field 0 is 0.M × 2^0.
@@ -375,9 +379,9 @@ E2M1_TABLE = {0b000: 0.0, 0b001: 0.5, 0b010: 1.0, 0b011: 1.5, 0b100: 2.0, 0b101:
 
 
 def test_e2m1_decodes_the_ocp_table():
-    f = formats.FP4_E2M1
+    f = FP4_E2M1
     assert (f.bits, f.bias, f.max, f.smallest_normal, f.smallest_subnormal, f.eps) == (4, 1, 6.0, 1.0, 0.5, 0.5)
-    assert f.dtype is None and formats.get(torch.float4_e2m1fn_x2) is f and f.nan_code is None
+    assert f.dtype is None and get(torch.float4_e2m1fn_x2) is f and f.nan_code is None
     for code, v in E2M1_TABLE.items():
         assert decode(code, f).item() == v and decode(code | 0b1000, f).item() == -v
     assert formats.representable(f).tolist() == sorted({s * v for v in E2M1_TABLE.values() for s in (1, -1)})
@@ -397,7 +401,7 @@ def test_e2m1_rounds_to_nearest_even_and_saturates():
     assert got == [_nearest_even(x) for x in xs]
     assert decompose(0.25, "fp4_e2m1").kind == "zero"          # the tie between 0 and 0.5
     assert decompose(0.75, "fp4").value == 1.0 and decompose(5.0, "e2m1").value == 4.0
-    assert formats.fate(7.0, "fp4_e2m1") == "overflow" and formats.fate(0.2, "fp4_e2m1") == "flush"
+    assert fate(7.0, "fp4_e2m1") == "overflow" and fate(0.2, "fp4_e2m1") == "flush"
     with pytest.raises(ValueError, match="no NaN"):
         encode(torch.tensor([1.0, math.nan]), "fp4_e2m1")
 
@@ -426,28 +430,28 @@ def test_format_allows_the_mx_layouts_and_checks_them():
 
 # --- lookup, names and the fate of a value ---------------------------------------------------------
 def test_lookup_by_name_alias_dtype_or_format():
-    for x in ("fp16", "half", "float16", torch.float16, formats.FP16):
-        assert formats.get(x) is formats.FP16 and formats.name_of(x) == "fp16"
-    assert formats.name_of("bfloat16") == formats.name_of(torch.bfloat16) == "bf16"
-    assert formats.get("float8_e8m0fnu") is formats.FP8_E8M0
-    assert set(formats.ALL_FORMATS) == set(FORMATS) | {"fp8_e8m0", "fp4_e2m1"}
+    for x in ("fp16", "half", "float16", torch.float16, FP16):
+        assert get(x) is FP16 and name_of(x) == "fp16"
+    assert name_of("bfloat16") == name_of(torch.bfloat16) == "bf16"
+    assert get("float8_e8m0fnu") is FP8_E8M0
+    assert set(ALL_FORMATS) == set(FORMATS) | {"fp8_e8m0", "fp4_e2m1"}
     with pytest.raises(ValueError, match="half"):
-        formats.get("fp12")
+        get("fp12")
     with pytest.raises(ValueError, match="accepted dtypes"):
-        formats.get(torch.int8)
+        get(torch.int8)
     with pytest.raises(TypeError, match="format name"):
-        formats.get(3.0)
+        get(3.0)
 
 
 def test_labels_colours_and_dtype_names():
-    labels = [f.label for f in formats.ALL_FORMATS.values()]
-    colours = [f.color for f in formats.ALL_FORMATS.values()]
+    labels = [f.label for f in ALL_FORMATS.values()]
+    colours = [f.color for f in ALL_FORMATS.values()]
     assert len(set(labels)) == len(labels) and len(set(colours)) == len(colours) and None not in colours
-    assert formats.dtype_name(torch.float8_e4m3fn) == "float8_e4m3fn"
-    assert [formats.short_name(d) for d in (torch.float32, torch.bfloat16, torch.float64, torch.int64, torch.bool)] \
+    assert dtype_name(torch.float8_e4m3fn) == "float8_e4m3fn"
+    assert [short_name(d) for d in (torch.float32, torch.bfloat16, torch.float64, torch.int64, torch.bool)] \
         == ["fp32", "bf16", "fp64", "int64", "bool"]
     with pytest.raises(TypeError):
-        formats.dtype_name("float16")
+        dtype_name("float16")
 
 
 @pytest.mark.parametrize("fmt", SMALL + ["fp4_e2m1", "fp8_e8m0"])
@@ -455,27 +459,27 @@ def test_fate_of_a_tensor_agrees_with_decompose(fmt):
     g = torch.Generator().manual_seed(1)
     x = torch.cat([torch.randn(3000, generator=g) * 2.0 ** torch.randint(-40, 40, (3000,), generator=g),
                    torch.tensor([0.0, -0.0, math.inf, -math.inf, math.nan])]).float()
-    got = formats.fate(x, fmt)
+    got = fate(x, fmt)
     assert got.dtype == torch.int8 and got.shape == x.shape
     for v, k in zip(x.tolist()[::7] + x.tolist()[-5:], got.tolist()[::7] + got.tolist()[-5:]):
-        assert formats.FATES[k] == formats.fate(v, fmt)
+        assert FATES[k] == fate(v, fmt)
         if math.isfinite(v):
             d = decompose(v, fmt)
-            assert (formats.FATES[k] == "overflow") == d.overflowed
-            assert (formats.FATES[k] == "flush") == d.rounded_to_zero
-            assert (formats.FATES[k] == "subnormal") == (d.kind == "subnormal")
+            assert (FATES[k] == "overflow") == d.overflowed
+            assert (FATES[k] == "flush") == d.rounded_to_zero
+            assert (FATES[k] == "subnormal") == (d.kind == "subnormal")
 
 
 def test_fate_scale_counts_and_errors():
     x = torch.tensor([0.0, 1e-9, 1e-6, 1.0, 7e4, math.inf])
-    assert formats.fate(x, "fp16").tolist() == [0, 1, 2, 3, 4, 5]
-    assert formats.fate(1e-10, "fp16", scale=2.0 ** 16) == "subnormal"
-    assert formats.fate_counts(x, "bf16") == {"zero": 1, "flush": 0, "subnormal": 0, "normal": 4,
+    assert fate(x, "fp16").tolist() == [0, 1, 2, 3, 4, 5]
+    assert fate(1e-10, "fp16", scale=2.0 ** 16) == "subnormal"
+    assert fate_counts(x, "bf16") == {"zero": 1, "flush": 0, "subnormal": 0, "normal": 4,
                                               "overflow": 0, "nonfinite": 1}
     with pytest.raises(ValueError, match="scale"):
-        formats.fate(1.0, "fp16", scale=0)
+        fate(1.0, "fp16", scale=0)
     with pytest.raises(TypeError):
-        formats.fate(torch.tensor([1]), "fp16")
+        fate(torch.tensor([1]), "fp16")
 
 
 # --- thresholds the grid sets: the lost-update band, the squared-gradient flush ---------------------

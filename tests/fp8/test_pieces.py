@@ -13,7 +13,13 @@ from torch import nn
 
 from amp_edu import fp8, recipes
 from amp_edu.fp8 import blocks, mx
+from amp_edu.fp8.config import CastConfig, Float8LinearConfig, Granularity, ScalingType, config_names
+from amp_edu.fp8.convert import convert_to_float8_training, keep_head
+from amp_edu.fp8.delayed import AmaxHistory, delayed_scale, update_amax_history
+from amp_edu.fp8.gemm import scaled_mm
+from amp_edu.fp8.mxgemm import MX_BLOCK, MXOperand, mx_cast, mx_mm
 from amp_edu.fp8.torchao_import import import_torchao
+from amp_edu.recipes.fp8 import PREFIX, Fp8
 
 E4, E5 = torch.float8_e4m3fn, torch.float8_e5m2
 AO = import_torchao("torchao.prototype.mx_formats.mx_tensor")
@@ -99,11 +105,11 @@ def test_scaled_mm_rejects_wrong_axes_and_bad_shapes():
     a = fp8.cast_to_float8(torch.randn(16, 32), E4, dim=0)          # per column of a: not the K axis
     b = fp8.cast_to_float8(torch.randn(32, 16), E4)
     with pytest.raises(ValueError, match="one per row of a"):
-        fp8.scaled_mm(a, b)
+        scaled_mm(a, b)
     with pytest.raises(ValueError, match="matrices"):
-        fp8.scaled_mm(b, b)
+        scaled_mm(b, b)
     with pytest.raises(TypeError):
-        fp8.scaled_mm(torch.randn(2, 2), b)
+        scaled_mm(torch.randn(2, 2), b)
     with pytest.raises(ValueError, match="per-tensor scale is 0-dim"):
         fp8.cast_to_float8(torch.randn(4, 4), E4, torch.ones(4, 1))
 
@@ -116,9 +122,9 @@ def test_scaled_mm_gpu_shape_rule_enforced_or_padded(k, n, pad, ok):
     a, b = fp8.cast_to_float8(x, E4), fp8.cast_to_float8(w, E4)
     if not ok:
         with pytest.raises(ValueError, match="multiple of 16"):
-            fp8.scaled_mm(a, b, pad_inner_dim=pad)
+            scaled_mm(a, b, pad_inner_dim=pad)
         return
-    y = fp8.scaled_mm(a, b, pad_inner_dim=pad)
+    y = scaled_mm(a, b, pad_inner_dim=pad)
     ref = (a.data.float() / a.scale) @ (b.data.float() / b.scale)
     assert torch.allclose(y, ref, rtol=1e-5, atol=1e-5)             # zeros padded in add nothing
 
@@ -128,7 +134,7 @@ def test_scaled_mm_mixed_rowwise_times_tensorwise_equals_dequantized_product():
     x, w = torch.randn(16, 32, generator=gen) * 5, torch.randn(32, 16, generator=gen)
     for a, b in ((fp8.cast_to_float8(x, E4, dim=-1), fp8.cast_to_float8(w, E4)),
                  (fp8.cast_to_float8(x, E4), fp8.cast_to_float8(w, E4, dim=0))):
-        y = fp8.scaled_mm(a, b, out_dtype=torch.bfloat16)
+        y = scaled_mm(a, b, out_dtype=torch.bfloat16)
         ref = ((a.data.float() / a.scale) @ (b.data.float() / b.scale)).bfloat16()
         assert y.dtype == torch.bfloat16
         assert ((y.float() - ref.float()).abs() <= ref.float().abs() * 2 ** -7).all()
@@ -137,27 +143,27 @@ def test_scaled_mm_mixed_rowwise_times_tensorwise_equals_dequantized_product():
 def test_scaled_mm_is_close_to_matmul():
     gen = torch.Generator().manual_seed(0)
     x, w = torch.randn(32, 64, generator=gen), torch.randn(64, 16, generator=gen)
-    y = fp8.scaled_mm(fp8.cast_to_float8(x, E4), fp8.cast_to_float8(w, E4))
+    y = scaled_mm(fp8.cast_to_float8(x, E4), fp8.cast_to_float8(w, E4))
     rel = ((y - x @ w).norm() / (x @ w).norm()).item()
     assert 1e-3 < rel < 0.1                          # fp8 error: real but small
 
 
 # --- configuration -----------------------------------------------------------------------------------
 def test_config_recipes_fill_defaults_and_match_torchao_layout():
-    c = fp8.Float8LinearConfig.from_recipe_name("rowwise_with_gw_hp")
-    assert c.weight_for_grad_input.granularity is fp8.Granularity.TENSORWISE
+    c = Float8LinearConfig.from_recipe_name("rowwise_with_gw_hp")
+    assert c.weight_for_grad_input.granularity is Granularity.TENSORWISE
     assert not c.input_for_grad_weight.enabled and not c.grad_output_for_grad_weight.enabled
     assert c.grad_output.dtype == E4 and c.power_of_2
-    t = fp8.Float8LinearConfig()
+    t = Float8LinearConfig()
     assert t.grad_output.dtype == t.grad_output_for_grad_weight.dtype == E5 and t.input.dtype == E4
-    assert fp8.config_names()[:3] == ("tensorwise", "rowwise", "rowwise_with_gw_hp")
-    assert recipes.names(family=recipes.Family.FP8) == tuple("fp8_" + n for n in fp8.config_names())
+    assert config_names()[:3] == ("tensorwise", "rowwise", "rowwise_with_gw_hp")
+    assert recipes.names(family=recipes.Family.FP8) == tuple(PREFIX + n for n in config_names())
     with pytest.raises(Exception):                   # frozen
         t.power_of_2 = True
 
 
 def test_config_checks_in_post_init():
-    C, S, G = fp8.CastConfig, fp8.ScalingType, fp8.Granularity
+    C, S, G = CastConfig, ScalingType, Granularity
     with pytest.raises(TypeError, match="granularity must be a Granularity"):
         C(granularity="rowwise")
     with pytest.raises(TypeError, match="scaling_type"):
@@ -167,36 +173,49 @@ def test_config_checks_in_post_init():
     with pytest.raises(ValueError, match="TENSORWISE"):
         C(S.DELAYED, G.AXISWISE)
     with pytest.raises(ValueError, match="both operands"):
-        fp8.Float8LinearConfig(input=C(S.DISABLED))
+        Float8LinearConfig(input=C(S.DISABLED))
     with pytest.raises(ValueError, match="same dtype"):
-        fp8.Float8LinearConfig(input_for_grad_weight=C(dtype=E5))
+        Float8LinearConfig(input_for_grad_weight=C(dtype=E5))
     with pytest.raises(ValueError, match="all six casts or none"):
-        fp8.Float8LinearConfig(input=C(S.DELAYED), weight=C(S.DELAYED))
+        Float8LinearConfig(input=C(S.DELAYED), weight=C(S.DELAYED))
     with pytest.raises(TypeError, match="input must be a CastConfig"):
-        fp8.Float8LinearConfig(input="tensorwise")
+        Float8LinearConfig(input="tensorwise")
     with pytest.raises(ValueError, match="history_len"):
-        fp8.Float8LinearConfig.from_recipe_name("delayed", history_len=0)
+        Float8LinearConfig.from_recipe_name("delayed", history_len=0)
     with pytest.raises(TypeError, match="power_of_2"):
-        fp8.Float8LinearConfig(power_of_2=1)
+        Float8LinearConfig(power_of_2=1)
     with pytest.raises(ValueError, match="recipe must be one of"):
-        fp8.Float8LinearConfig.from_recipe_name("nvfp4")
+        Float8LinearConfig.from_recipe_name("nvfp4")
 
 
 # --- module and conversion -------------------------------------------------------------------------
 def test_convert_filter_and_errors():
     m = nn.Sequential(nn.Linear(16, 16), nn.ReLU(), nn.Sequential(nn.Linear(16, 16)))
-    fp8.convert_to_float8_training(m, "tensorwise", module_filter_fn=lambda mod, fqn: fqn != "2.0")
+    convert_to_float8_training(m, "tensorwise", module_filter_fn=lambda mod, fqn: fqn != "2.0")
     assert isinstance(m[0], fp8.Float8Linear) and type(m[2][0]) is nn.Linear
     with pytest.raises(ValueError, match="recipe must be one of"):
-        fp8.convert_to_float8_training(nn.Linear(2, 2), "nvfp4")
+        convert_to_float8_training(nn.Linear(2, 2), "nvfp4")
     with pytest.raises(TypeError, match="nn.Module"):
-        fp8.convert_to_float8_training("model")
+        convert_to_float8_training("model")
     with pytest.raises(TypeError, match="module_filter_fn"):
-        fp8.convert_to_float8_training(nn.Linear(2, 2), module_filter_fn=3)
+        convert_to_float8_training(nn.Linear(2, 2), module_filter_fn=3)
     with pytest.raises(TypeError, match="config must be"):
         fp8.Float8Linear(4, 4, config=3)
     with pytest.raises(ValueError, match="recipe must be one of"):
         fp8.Float8Linear(4, 4, config="fp8")
+
+
+def test_keep_head_converts_every_linear_but_the_output_head():
+    m = nn.Sequential()
+    m.add_module("embed", nn.Linear(8, 16))
+    m.add_module("block", nn.Sequential())
+    m.block.add_module("head", nn.Linear(16, 16))          # a nested "head" is an output layer too
+    m.block.add_module("mlp", nn.Linear(16, 16))
+    m.add_module("head", nn.Linear(16, 4))
+    convert_to_float8_training(m, "tensorwise", module_filter_fn=keep_head)
+    assert [type(x).__name__ for x in (m.embed, m.block.head, m.block.mlp, m.head)] == \
+        ["Float8Linear", "Linear", "Float8Linear", "Linear"]
+    assert keep_head(m.embed, "head_proj") and not keep_head(m.head, "decoder.head")   # the last name only
 
 
 def test_float8_linear_keeps_fp32_master_weights():
@@ -209,10 +228,10 @@ def test_float8_linear_keeps_fp32_master_weights():
 # --- delayed scaling -------------------------------------------------------------------------------
 def test_update_amax_history_newest_first_not_in_place():
     h = torch.tensor([3.0, 2.0, 1.0])
-    new = fp8.update_amax_history(h, torch.tensor(5.0))
+    new = update_amax_history(h, torch.tensor(5.0))
     assert new.tolist() == [5.0, 3.0, 2.0] and h.tolist() == [3.0, 2.0, 1.0]
     with pytest.raises(ValueError, match="1-D"):
-        fp8.update_amax_history(torch.zeros(2, 2), torch.tensor(1.0))
+        update_amax_history(torch.zeros(2, 2), torch.tensor(1.0))
 
 
 def _te_sf_compute(amax, scale, fp8_max, margin):
@@ -230,7 +249,7 @@ def test_delayed_scale_is_transformer_engines_rule(amax, margin):
     h = torch.tensor([amax, 0.5, 0.25])
     a = h.max()
     ref = _te_sf_compute(a, prev, 448.0, margin)
-    got = fp8.delayed_scale(h, E4, prev, margin)
+    got = delayed_scale(h, E4, prev, margin)
     assert got.dtype == torch.float32 and got.dim() == 0
     # TE's float32 `fp8_max / amax` runs as amax.reciprocal() * fp8_max (two roundings); amp_edu
     # rounds a float64 quotient once: the two may differ in the last bit, never more
@@ -242,13 +261,13 @@ def test_delayed_scale_is_transformer_engines_rule(amax, margin):
 def test_delayed_scale_bad_args():
     h = torch.tensor([2.0, 7.0, 1.0])
     with pytest.raises(ValueError, match="margin"):
-        fp8.delayed_scale(h, E4, torch.ones(()), margin=-1)
+        delayed_scale(h, E4, torch.ones(()), margin=-1)
     with pytest.raises(TypeError, match="previous scale"):
-        fp8.delayed_scale(h, E4, 1.0)
+        delayed_scale(h, E4, 1.0)
 
 
 def test_amax_history_starts_at_scale_1_and_survives_an_all_zero_step():
-    hist = fp8.AmaxHistory(E4, history_len=1)
+    hist = AmaxHistory(E4, history_len=1)
     x = torch.full((64,), 2.0)
     q = hist.cast(x)
     assert q.scale.item() == 1.0                            # TE starts from scale 1: no warm start
@@ -260,7 +279,7 @@ def test_amax_history_starts_at_scale_1_and_survives_an_all_zero_step():
 
 
 def test_spike_saturates_under_delayed_not_current():
-    hist = fp8.AmaxHistory(E4, history_len=4, margin=1)   # 2x headroom: noise never saturates
+    hist = AmaxHistory(E4, history_len=4, margin=1)   # 2x headroom: noise never saturates
     gen = torch.Generator().manual_seed(0)
     hist.cast(torch.randn(256, generator=gen))           # the first cast, at scale 1
     for _ in range(5):
@@ -279,8 +298,8 @@ def test_spike_saturates_under_delayed_not_current():
 
 def test_delayed_linear_trains_and_saves_fp8():
     torch.manual_seed(0)
-    cfg = fp8.Float8LinearConfig.from_recipe_name("delayed", history_len=8, margin=1)
-    m = fp8.convert_to_float8_training(nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 16)), cfg)
+    cfg = Float8LinearConfig.from_recipe_name("delayed", history_len=8, margin=1)
+    m = convert_to_float8_training(nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 16)), cfg)
     assert isinstance(m[0], fp8.Float8Linear) and m[0].config.delayed and m[0].amax_grad.fp8_dtype == E5
     assert "amax_input.history" in m[0].state_dict()
     ref = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 16))
@@ -465,9 +484,14 @@ def test_fp8_recipes_train_through_amp_edu_train(name):
     assert all(p.dtype == torch.float32 for p in h.model.parameters())   # fp32 master weights
 
 
-def test_fp8_recipe_rejects_unknown_name():
+def test_each_fp8_recipe_is_its_config_under_the_prefix_and_unknown_names_are_refused():
+    for c in config_names():
+        r = recipes.parse_recipe(PREFIX + c)
+        assert isinstance(r, Fp8) and r.name == PREFIX + c and r.config_name == c
+        assert r.config == Float8LinearConfig.from_recipe_name(c) and r.filter is keep_head
+    assert Fp8("delayed", history_len=4).config.history_len == 4          # overrides reach the config
     with pytest.raises(ValueError, match="config_name must be"):
-        recipes.Fp8("nvfp4")
+        Fp8("nvfp4")
 
 
 # --- reduced-precision accumulation ----------------------------------------------------------------
@@ -511,7 +535,7 @@ def test_block_scaled_gemm_applies_scales_inside_the_k_loop():
     # equals the product of the dequantized operands (the scales are exact to apply per chunk)
     ref = (a.dequantize().double() @ b.dequantize().double()).float()
     assert float((y - ref).abs().max()) < 1e-5 * float(ref.abs().max())
-    per_tensor = fp8.scaled_mm(fp8.cast_to_float8(x, E4), fp8.cast_to_float8(w, E4))
+    per_tensor = scaled_mm(fp8.cast_to_float8(x, E4), fp8.cast_to_float8(w, E4))
     assert err(y) < err(per_tensor)
     assert err(bg.block_scaled_mm(a, b, significand_bits=14)) < 2 * err(y)   # promotion every 128
     with pytest.raises(ValueError, match="tiles"):
@@ -527,7 +551,7 @@ def test_blockwise_float8_linear_runs_the_block_gemm_in_all_three_gemms():
     torch.manual_seed(0)
     ref = nn.Linear(200, 136)                             # sizes off 128: padded to whole tiles
     lin = fp8.Float8Linear.from_float(copy.deepcopy(ref), config="blockwise")
-    assert lin.config.weight.granularity is fp8.Granularity.BLOCKWISE
+    assert lin.config.weight.granularity is Granularity.BLOCKWISE
     x = torch.randn(3, 50, 200)
     x[..., :2] *= 1e3                                    # loud channels
     g = torch.randn(3, 50, 136)
@@ -543,7 +567,7 @@ def test_blockwise_float8_linear_runs_the_block_gemm_in_all_three_gemms():
     for got, exp in ((y, ref(x)), (xb.grad, xr.grad), (lin.weight.grad, ref.weight.grad)):
         assert float((got - exp).detach().norm() / exp.detach().norm()) < 0.1
     with pytest.raises(ValueError, match="BLOCKWISE, both MX or neither"):
-        fp8.Float8LinearConfig(input=fp8.CastConfig(granularity=fp8.Granularity.BLOCKWISE))
+        Float8LinearConfig(input=CastConfig(granularity=Granularity.BLOCKWISE))
 
 
 # --- MX granularity: 32-element blocks along K, e8m0 scales (the mxfp8 recipe) ------------------------
@@ -558,7 +582,7 @@ def _mx_rows(t, mode="rceil"):
 def test_mx_linear_is_its_formula_forward_and_backward(mode):
     torch.manual_seed(0)
     lin = torch.nn.Linear(70, 24)                      # K = 70: padded to 96 inside each cast
-    config = fp8.Float8LinearConfig.from_recipe_name("mxfp8", mx_scale_mode=mode)
+    config = Float8LinearConfig.from_recipe_name("mxfp8", mx_scale_mode=mode)
     layer = fp8.Float8Linear.from_float(lin, config=config)
     x = torch.randn(5, 70, requires_grad=True)
     y = layer(x)
@@ -573,14 +597,34 @@ def test_mx_linear_is_its_formula_forward_and_backward(mode):
     assert ((y.detach() - ref).norm() / ref.norm()) < 0.08     # e4m3 elements: a few percent
 
 
+def test_mx_mm_is_the_product_of_the_block_cast_operands():
+    """mx_cast blocks 32 elements along the GEMM's K (zero-padded) whichever dim that is; mx_mm
+    multiplies the dequantized operands in float32 and returns the input's dtype."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(5, 70, generator=g)                     # K = 70: two whole blocks and a padded one
+    w_t = torch.randn(70, 24, generator=g)
+    a, b = mx_cast(x, 1, E4, "rceil"), mx_cast(w_t, 0, E4, "rceil")
+    assert a.values.shape == x.shape and b.values.shape == w_t.shape and a.values.dtype == torch.float32
+    assert torch.equal(a.values, _mx_rows(x)) and torch.equal(b.values, _mx_rows(w_t.t()).t())
+    assert torch.equal(mx_mm(a, b), _mx_rows(x) @ _mx_rows(w_t.t()).t())
+    assert torch.equal(b.t().values, b.values.t()) and MX_BLOCK == 32
+    # values e4m3 holds exactly under a power-of-two scale come through unchanged
+    exact = torch.tensor([[1.0, -2.0, 0.5, 3.0] * 8, [0.25, 6.0, -1.5, 1.0] * 8])
+    assert torch.equal(mx_mm(mx_cast(exact, 1, E4, "floor"), mx_cast(exact.t(), 0, E4, "floor")), exact @ exact.t())
+    low = mx_mm(MXOperand(a.values, torch.bfloat16), b)
+    assert low.dtype == torch.bfloat16
+    with pytest.raises(ValueError, match="2-D tensor and dim 0 or 1"):
+        mx_cast(torch.randn(2, 3, 32), 1, E4, "rceil")
+
+
 def test_mx_config_checks_and_the_recipe_trains():
     with pytest.raises(ValueError, match="mx_scale_mode"):
-        fp8.Float8LinearConfig.from_recipe_name("mxfp8", mx_scale_mode="even")
-    mx, block = fp8.CastConfig(granularity=fp8.Granularity.MX), fp8.CastConfig(granularity=fp8.Granularity.BLOCKWISE)
+        Float8LinearConfig.from_recipe_name("mxfp8", mx_scale_mode="even")
+    mx, block = CastConfig(granularity=Granularity.MX), CastConfig(granularity=Granularity.BLOCKWISE)
     with pytest.raises(ValueError, match="both MX"):
-        fp8.Float8LinearConfig(input=mx, weight=block, grad_output=mx)
+        Float8LinearConfig(input=mx, weight=block, grad_output=mx)
     with pytest.raises(ValueError, match="TENSORWISE"):
-        fp8.CastConfig(fp8.ScalingType.DELAYED, fp8.Granularity.MX)
+        CastConfig(ScalingType.DELAYED, Granularity.MX)
     from amp_edu import data, train
     h = train.train(data.get_task("blobs", device="cpu", n=64), "mlp", "fp8_mxfp8", steps=3, batch_size=16,
                     eval_every=0)

@@ -9,8 +9,12 @@ import torch
 from amp_edu.device import num_threads
 
 from amp_edu import data, recipes, train
-from amp_edu.optim import (AdamW, QuantizedState, dynamic_map, footprint, kahan_add_, linear_map,
-                           nearest_code, round_up_probability, stochastic_round, compensation_like)
+from amp_edu.optim import AdamW, QuantizedState
+from amp_edu.optim.blockwise import BLOCK_SIZES, QUANTIZED_STATES, codes_shape, dequantize, qmap_for, quantize
+from amp_edu.optim.kahan import compensation_like, kahan_add_
+from amp_edu.optim.memory import footprint, tensor_bytes
+from amp_edu.optim.qmaps import dynamic_map, linear_map, nearest_code
+from amp_edu.optim.stochastic import random_bits, round_up_probability, stochastic_round
 from amp_edu.optim import adamw as adamw_mod
 from amp_edu.optim.updates import record_updates, replay
 from amp_edu.recipes import parse_recipe
@@ -41,7 +45,9 @@ def test_stochastic_round_is_torchaos_bit_for_bit_on_the_same_stream():
     torch.manual_seed(123)
     ours = stochastic_round(x)
     assert torch.equal(_bits(ours), _bits(theirs))
-    r = torch.randint(0, 1 << 16, x.shape, dtype=torch.int32, generator=torch.Generator().manual_seed(5))
+    r = random_bits(x.shape, generator=torch.Generator().manual_seed(5))
+    assert torch.equal(r, torch.randint(0, 1 << 16, x.shape, dtype=torch.int32,        # torchao's draw
+                                        generator=torch.Generator().manual_seed(5)))
     torch.manual_seed(9)
     again = stochastic_round(x, generator=torch.Generator().manual_seed(5))
     assert torch.equal(_bits(stochastic_round(x, rand=r)), _bits(again))
@@ -138,6 +144,40 @@ def test_quantized_state_equals_torchaos_subclass(kind, signed):
     assert torch.equal(codes(ours.codes), codes(theirs.codes))
     assert torch.equal(ours.scale, theirs.scale)
     assert torch.equal(ours.dequantize(), theirs.dequantize())
+
+
+@pytest.mark.parametrize("kind,signed", [("8bit", True), ("8bit", False), ("4bit", True), ("4bit", False),
+                                         ("fp8", True)])
+def test_blockwise_codes_and_scales_are_torchaos(kind, signed):
+    """The arithmetic under QuantizedState, called directly: torchao's codes, scales and values, its
+    block sizes, one fp32 scale per block, and two 4-bit codes per byte, high nibble first."""
+    assert QUANTIZED_STATES == ("8bit", "4bit", "fp8")
+    shape = torch.Size((32, 256))
+    x = torch.randn(shape, generator=torch.Generator().manual_seed(2)) ** 3
+    x = x if signed else x.abs()
+    block = BLOCK_SIZES[kind]
+    theirs = {"8bit": lambda: OptimState8bit.zeros(shape, signed), "4bit": lambda: OptimState4bit.zeros(shape, signed),
+              "fp8": lambda: OptimStateFp8.zeros(shape)}[kind]()
+    assert theirs.block_size == block
+    theirs.copy_(x)
+    qmap = qmap_for(kind, signed)
+    codes, scale = quantize(x, kind, qmap, block)
+    assert codes.shape == codes_shape(kind, shape) == theirs.codes.shape
+    assert torch.equal(codes.view(torch.uint8), theirs.codes.view(torch.uint8)) and torch.equal(scale, theirs.scale)
+    assert scale.shape == (shape.numel() // block,) and scale.dtype == torch.float32
+    assert torch.equal(dequantize(codes, scale, qmap, kind, block, shape), theirs.dequantize())
+    if kind == "4bit":
+        unpacked = nearest_code(x.reshape(-1, block) / scale.view(-1, 1), qmap).view(-1)
+        assert torch.equal(codes, (unpacked[0::2] << 4) | unpacked[1::2])
+
+
+def test_tensor_bytes_counts_each_storage_once_and_what_a_state_stores():
+    t = torch.zeros(64, 64)
+    assert tensor_bytes([t, t[:8], t.t(), t.view(-1)]) == 64 * 64 * 4          # one storage, views of it
+    assert tensor_bytes([t, t.clone(), torch.zeros(3, dtype=torch.bfloat16)]) == 2 * 64 * 64 * 4 + 3 * 2
+    s = QuantizedState("8bit", (256, 64))
+    assert tensor_bytes([s]) == 256 * 64 + 4 * 256 * 64 // 256 + 4 * 256      # codes, scales, the code book
+    assert tensor_bytes([torch.zeros(0), torch.zeros(0)]) == 0
 
 
 def test_quantized_state_rejects_bad_shapes():

@@ -10,6 +10,7 @@ amp_edu's own contracts: what each op does to codes and scales, the errors, tens
 
 from __future__ import annotations
 
+import inspect
 import io
 
 import pytest
@@ -22,6 +23,7 @@ pytest.importorskip("torchao.optim")
 
 import amp_edu.optim as ae_optim  # noqa: E402
 from amp_edu.optim import QUANTIZED_STATES, AdamW, QuantizedState  # noqa: E402
+from amp_edu.optim.drop_in import TORCHAO_CLASSES  # noqa: E402
 from torchao import optim as ao_optim  # noqa: E402
 from torchao.optim.subclass_4bit import OptimState4bit  # noqa: E402
 from torchao.optim.subclass_8bit import OptimState8bit  # noqa: E402
@@ -193,13 +195,19 @@ def test_nbytes_counts_what_is_stored():
 @pytest.mark.parametrize("name", NAMES)
 def test_defaults_are_torchaos(name):
     p = [nn.Parameter(torch.zeros(4))]
-    ao, ae = getattr(ao_optim, name)(p), getattr(ae_optim, name)(p)
+    assert TORCHAO_CLASSES[name] is getattr(ae_optim, name) and TORCHAO_CLASSES[name].__name__ == name
+    ao, ae = getattr(ao_optim, name)(p), TORCHAO_CLASSES[name](p)
     assert ae.defaults == ao.defaults
     if name != "_AdamW":
         assert ae.block_size == ao.block_size
     assert ae.decoupled == ao.is_adamw
     ao_sr = getattr(ao_optim, name)(p, bf16_stochastic_round=True).bf16_stochastic_round
-    assert ao_sr and getattr(ae_optim, name)(p, bf16_stochastic_round=True).rounding == "stochastic"
+    assert ao_sr and TORCHAO_CLASSES[name](p, bf16_stochastic_round=True).rounding == "stochastic"
+    assert inspect.signature(TORCHAO_CLASSES[name]).parameters == inspect.signature(getattr(ao_optim, name)).parameters
+
+
+def test_the_drop_ins_are_torchaos_classes_all_of_them():
+    assert set(TORCHAO_CLASSES) == set(NAMES) == {n for n in dir(ao_optim) if n.lstrip("_").startswith("Adam")}
 
 
 def test_adam_without_decay_by_default():

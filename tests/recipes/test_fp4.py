@@ -17,10 +17,11 @@ import torch
 from torch import nn
 
 from amp_edu import formats, recipes, viz
-from amp_edu.fp4 import (NVFP4Linear, NVFP4LinearConfig, config_names, convert_to_nvfp4_training, hadamard, nvfp4,
-                         nvfp4_qdq)
+from amp_edu.fp4 import hadamard, nvfp4
+from amp_edu.fp4.config import NVFP4LinearConfig, config_names
+from amp_edu.fp4.linear import NVFP4Linear, convert_to_nvfp4_training, nvfp4_qdq
 from amp_edu.fp8.torchao_import import import_torchao
-from amp_edu.recipes import Nvfp4
+from amp_edu.recipes.fp4 import GENERATOR_OFFSET, Nvfp4
 
 F4 = formats.FP4_E2M1
 AO = import_torchao("torchao.prototype.mx_formats.nvfp4_tensor")
@@ -455,6 +456,18 @@ def test_recipes_are_registered_in_their_family_with_colours():
         assert viz.color_for(n) in viz.FAMILY_PALETTES[recipes.Family.FP4.value]
     assert len({viz.color_for(n) for n in names}) == len(names)
     assert NVFP4LinearConfig.from_recipe_name("nvfp4_te") == NVFP4LinearConfig(True, True, True)
+
+
+def test_a_recipe_seeds_one_generator_from_the_run_and_keeps_the_head():
+    r = Nvfp4("nvfp4_sr")
+    m = nn.Sequential()
+    m.add_module("fc", nn.Linear(16, 32))
+    m.add_module("head", nn.Linear(32, 5))
+    torch.manual_seed(7)                                  # what train() does with the run's seed
+    r.cast_model(m)
+    assert r.generator.initial_seed() == 7 + GENERATOR_OFFSET
+    assert type(m.fc) is NVFP4Linear and m.fc.generator is r.generator and m.fc.config.stochastic_rounding
+    assert type(m.head) is nn.Linear
 
 
 @pytest.mark.parametrize("name", ["nvfp4", "nvfp4_te"])

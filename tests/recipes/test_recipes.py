@@ -1,12 +1,18 @@
 """amp_edu.recipes: each recipe's events, the registry, and parity with torch's own AMP loop."""
 
+import math
+
 import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from amp_edu import recipes
+from amp_edu.recipes import registry
+from amp_edu.recipes.amp import Amp, AmpWithoutScaler, Master, Pure, StaticScale
+from amp_edu.recipes.base import Family, Recipe, StepResult, all_finite
+from amp_edu.recipes.optim import Bf16Weights, QuantizedStates, adam_settings
 from amp_edu.device import num_threads
+from amp_edu.optim import AdamW
 
 
 @pytest.fixture(autouse=True)
@@ -47,15 +53,15 @@ def run(recipe, model, data, clip=None):
 
 
 def test_every_registered_name_builds_its_recipe():
-    assert recipes.specs()[:9] == ("fp32", "amp_fp16", "amp_bf16", "amp_fp16_noscaler", "bf16_pure",
+    assert registry.specs()[:9] == ("fp32", "amp_fp16", "amp_bf16", "amp_fp16_noscaler", "bf16_pure",
                                    "fp16_pure", "fp16_static_scale(S)", "fp16_master", "fp16_master_scale(S)")
-    assert {"fp8_tensorwise", "fp8_rowwise", "fp8_delayed"} <= set(recipes.specs())   # registered on import
-    for spec in recipes.specs():
-        r = recipes.parse_recipe(spec.replace("(S)", "(2**7)"))
-        assert isinstance(r, recipes.Recipe)
-        assert recipes.parse_recipe(r.name).name == r.name        # the canonical name parses back
+    assert {"fp8_tensorwise", "fp8_rowwise", "fp8_delayed"} <= set(registry.specs())   # registered on import
+    for spec in registry.specs():
+        r = registry.parse_recipe(spec.replace("(S)", "(2**7)"))
+        assert isinstance(r, Recipe)
+        assert registry.parse_recipe(r.name).name == r.name        # the canonical name parses back
         assert r.name == spec.replace("(S)", "(128)")
-    assert recipes.parse_recipe("fp32") is not recipes.parse_recipe("fp32"), "one object per run"
+    assert registry.parse_recipe("fp32") is not registry.parse_recipe("fp32"), "one object per run"
 
 
 @pytest.mark.parametrize("clip", [None, 0.05])
@@ -64,7 +70,7 @@ def test_amp_fp16_step_is_torchs_loop_bit_for_bit(clip):
     a first scale so large that the first steps are skipped."""
     data = batches(1, 12, bad=(8,))
     ours = net()
-    rec = recipes.Amp(torch.float16, scaler=lambda dt: torch.amp.GradScaler(dt, init_scale=2.0 ** 24,
+    rec = Amp(torch.float16, scaler=lambda dt: torch.amp.GradScaler(dt, init_scale=2.0 ** 24,
                                                                           growth_interval=2))
     res = run(rec, ours, data, clip)
     ref = net()
@@ -88,7 +94,7 @@ def test_amp_fp16_step_is_torchs_loop_bit_for_bit(clip):
 def test_amp_bf16_has_a_disabled_scaler_that_changes_nothing():
     data = batches(2, 3)
     a, b = net(), net()
-    rec = recipes.parse_recipe("amp_bf16")
+    rec = registry.parse_recipe("amp_bf16")
     run(rec, a, data)
     assert not rec.scaler.is_enabled() and rec.scale == 1.0 and not rec.skips_nonfinite
     opt = sgd(b.parameters())
@@ -104,12 +110,12 @@ def test_amp_bf16_has_a_disabled_scaler_that_changes_nothing():
 def test_static_scale_skips_overflow_and_unscales_the_rest():
     m = net()
     init = [p.detach().clone().half() for p in m.parameters()]
-    res = run(recipes.StaticScale(2.0 ** 40), m, batches(3, 2))
+    res = run(StaticScale(2.0 ** 40), m, batches(3, 2))
     assert res == [(False, True), (False, True)]
     assert all(torch.equal(p, i) for p, i in zip(m.parameters(), init)), "skipped steps leave the weights"
     # a safe scale: the gradient the optimizer sees is the unscaled one (within fp16 rounding)
     a, b = net(), net()
-    ra, rb = recipes.StaticScale(64), recipes.Pure(torch.float16)
+    ra, rb = StaticScale(64), Pure(torch.float16)
     for r, m in ((ra, a), (rb, b)):
         r.before_fit(m, sgd)
         x, y = batches(4, 1)[0]
@@ -122,35 +128,63 @@ def test_static_scale_skips_overflow_and_unscales_the_rest():
 
 def test_pure_steps_on_nonfinite_gradients_and_master_keeps_fp32_weights():
     m = net()
-    res = run(recipes.Pure(torch.float16), m, batches(5, 1, bad=(0,)))
+    res = run(Pure(torch.float16), m, batches(5, 1, bad=(0,)))
     assert res == [(False, False)], "no loss scaling, no skipping: the NaN reaches the weights"
-    rec, m = recipes.Master(), net()
+    rec, m = Master(), net()
     run(rec, m, batches(6, 2))
     assert {w.dtype for w in rec.weights} == {torch.float32} and {p.dtype for p in m.parameters()} == {torch.float16}
     assert all(torch.equal(p, w.half()) for p, w in zip(m.parameters(), rec.weights))
     assert rec.optimizer.param_groups[0]["params"][0] is rec.weights[0]
 
 
+def test_all_finite_ignores_missing_gradients_and_before_step_returns_a_step_result():
+    assert all_finite([]) and all_finite([None, torch.ones(2), torch.ones(2, dtype=torch.bfloat16)])
+    assert not all_finite([torch.ones(2), None, torch.tensor([1.0, math.nan])])
+    assert not all_finite([torch.tensor([-math.inf], dtype=torch.float16)])
+    results = run(Amp(torch.float16), net(), batches(11, 2, bad=(1,)))
+    assert all(type(r) is StepResult for r in results)
+    assert [(r.finite, r.skipped) for r in results] == [(True, False), (False, True)]
+
+
+@pytest.mark.parametrize("name, cls, states, rounding, dtype", [
+    ("bf16_kahan", Bf16Weights, "param", "kahan", torch.bfloat16),
+    ("states_4bit", QuantizedStates, "4bit", "nearest", torch.float32)])
+def test_an_optimizer_recipe_keeps_the_runs_adam_settings_and_changes_only_the_storage(name, cls, states, rounding,
+                                                                                       dtype):
+    settings = dict(lr=3e-4, betas=(0.8, 0.95), eps=1e-6, weight_decay=0.1)
+    r, m = registry.parse_recipe(name), net()
+    assert type(r) is cls and r.name == name and r.family is Family.OPTIMIZER
+    opt = r.before_fit(m, lambda params: torch.optim.AdamW(params, **settings))
+    assert type(opt) is AdamW and (opt.states, opt.rounding, opt.decoupled) == (states, rounding, True)
+    assert opt.defaults == {**settings, "amsgrad": False} and {p.dtype for p in m.parameters()} == {dtype}
+    assert adam_settings(torch.optim.Adam(net().parameters(), **settings)) == {**settings, "amsgrad": False,
+                                                                              "decoupled": False}
+    with pytest.raises(ValueError, match="factory"):
+        registry.parse_recipe(name).before_fit(net(), torch.optim.AdamW(net().parameters()))
+    with pytest.raises(ValueError, match="'adam' or 'adamw'"):
+        registry.parse_recipe(name).before_fit(net(), sgd)
+
+
 def test_optimizer_instance_or_factory():
     m = net()
     opt = sgd(m.parameters())
-    assert recipes.parse_recipe("amp_fp16").before_fit(m, opt) is opt
+    assert registry.parse_recipe("amp_fp16").before_fit(m, opt) is opt
     with pytest.raises(ValueError, match="master copy.*factory"):
-        recipes.Master().before_fit(net(), sgd(net().parameters()))
+        Master().before_fit(net(), sgd(net().parameters()))
     with pytest.raises(ValueError, match="model's parameters"):
-        recipes.Recipe().before_fit(m, sgd(net().parameters()))
+        Recipe().before_fit(m, sgd(net().parameters()))
     with pytest.raises(TypeError, match="Optimizer or a factory"):
-        recipes.Recipe().before_fit(m, "sgd")
+        Recipe().before_fit(m, "sgd")
     with pytest.raises(TypeError, match="nn.Module"):
-        recipes.Recipe().before_fit("mlp", sgd)
+        Recipe().before_fit("mlp", sgd)
 
 
 @pytest.mark.parametrize("make, err", [
-    (lambda: recipes.Pure(torch.float32), ValueError), (lambda: recipes.Amp(torch.float32), ValueError),
-    (lambda: recipes.StaticScale(0), ValueError), (lambda: recipes.StaticScale(float("inf")), ValueError),
-    (lambda: recipes.StaticScale(True), TypeError), (lambda: recipes.Master("8"), TypeError),
-    (lambda: recipes.register("Bad Name"), ValueError), (lambda: recipes.parse_recipe("fp32(4)"), ValueError),
-    (lambda: recipes.parse_recipe("amp_fp8"), ValueError),
+    (lambda: Pure(torch.float32), ValueError), (lambda: Amp(torch.float32), ValueError),
+    (lambda: StaticScale(0), ValueError), (lambda: StaticScale(float("inf")), ValueError),
+    (lambda: StaticScale(True), TypeError), (lambda: Master("8"), TypeError),
+    (lambda: registry.register("Bad Name"), ValueError), (lambda: registry.parse_recipe("fp32(4)"), ValueError),
+    (lambda: registry.parse_recipe("amp_fp8"), ValueError),
 ])
 def test_bad_arguments(make, err):
     with pytest.raises(err):
@@ -158,21 +192,21 @@ def test_bad_arguments(make, err):
 
 
 def test_adding_a_recipe_is_one_registered_class(monkeypatch):
-    monkeypatch.setattr(recipes.registry, "_REGISTRY", dict(recipes.registry._REGISTRY))
+    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
 
-    @recipes.register("bf16_master_scale(S)")
-    class Bf16Master(recipes.Master):
+    @registry.register("bf16_master_scale(S)")
+    class Bf16Master(Master):
         def __init__(self, scale):
             super().__init__(scale)
-            recipes.Pure.__init__(self, torch.bfloat16)
+            Pure.__init__(self, torch.bfloat16)
             self.name = f"bf16_master_scale({self.loss_scale:g})"
 
-    r = recipes.parse_recipe("bf16_master_scale(2**3)")
+    r = registry.parse_recipe("bf16_master_scale(2**3)")
     assert isinstance(r, Bf16Master) and r.name == "bf16_master_scale(8)"
     m = net()
     res = run(r, m, batches(7, 2))
     assert {p.dtype for p in m.parameters()} == {torch.bfloat16} and res[-1] == (True, False)
-    assert "bf16_master_scale(S)" in recipes.specs()
+    assert "bf16_master_scale(S)" in registry.specs()
     from amp_edu import data, train
     h = train.train(data.get_task("blobs", device="cpu", n=64), "mlp", "bf16_master_scale(4)", steps=2,
                     batch_size=8, eval_every=0)
@@ -184,7 +218,7 @@ def test_fp32_with_a_dynamic_scaler_is_torchs_scaled_fp32_loop():
     benchmark times as its whole training step)."""
     data = batches(8, 4, bad=(1,))
     a, b = net(), net()
-    rec = recipes.Recipe(scaler=torch.amp.GradScaler("cpu", init_scale=2.0 ** 120))
+    rec = Recipe(scaler=torch.amp.GradScaler("cpu", init_scale=2.0 ** 120))
     res = run(rec, a, data)
     opt, scaler = sgd(b.parameters()), torch.amp.GradScaler("cpu", init_scale=2.0 ** 120)
     for x, y in data:
@@ -241,7 +275,7 @@ def test_the_families_register_on_import_and_the_packages_below_know_nothing_of_
     assert out.stdout.strip() == "fp8_tensorwise nvfp4_te states_fp8"
 
 
-class _Recorded(recipes.Amp):
+class _Recorded(Amp):
     """amp_fp16 writing down each event and action the loop calls, in order."""
 
     def __init__(self):
@@ -294,8 +328,8 @@ def test_the_hand_loop_shorthands_are_the_events():
     """``backward`` and ``step`` (for a loop written by hand) give the bits ``train``'s events give."""
     data = batches(9, 3, bad=(1,))
     a, b = net(), net()
-    run(recipes.Amp(torch.float16), a, data, clip=1.0)
-    rec = recipes.Amp(torch.float16)
+    run(Amp(torch.float16), a, data, clip=1.0)
+    rec = Amp(torch.float16)
     rec.before_fit(b, sgd)
     skipped = []
     for x, y in data:
@@ -313,32 +347,32 @@ def test_the_hand_loop_shorthands_are_the_events():
 
 
 def test_the_sets_and_families_are_read_from_the_registry_at_call_time(monkeypatch):
-    assert recipes.names("everyday") == ("fp32", "amp_fp16", "amp_bf16", "fp16_pure")
-    assert recipes.names("precision") == ("fp32", "amp_bf16", "amp_fp16_noscaler", "bf16_pure", "fp16_pure")
-    assert recipes.names("timed") == ("fp32", "amp_fp16", "amp_bf16")
-    assert {"fp8_tensorwise", "fp8_rowwise", "fp8_delayed"} <= set(recipes.names(family=recipes.Family.FP8))
-    assert recipes.entry("fp16_master_scale").family is recipes.Family.MASTER
-    assert recipes.entry("amp_fp16_noscaler").factory is recipes.AmpWithoutScaler
-    monkeypatch.setattr(recipes.registry, "_REGISTRY", dict(recipes.registry._REGISTRY))     # registered for this test only
+    assert registry.names("everyday") == ("fp32", "amp_fp16", "amp_bf16", "fp16_pure")
+    assert registry.names("precision") == ("fp32", "amp_bf16", "amp_fp16_noscaler", "bf16_pure", "fp16_pure")
+    assert registry.names("timed") == ("fp32", "amp_fp16", "amp_bf16")
+    assert {"fp8_tensorwise", "fp8_rowwise", "fp8_delayed"} <= set(registry.names(family=Family.FP8))
+    assert registry.entry("fp16_master_scale").family is Family.MASTER
+    assert registry.entry("amp_fp16_noscaler").factory is AmpWithoutScaler
+    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))     # registered for this test only
 
-    @recipes.register("fp16_clipped_pure", sets="precision")
-    class ClippedPure(recipes.Pure):
+    @registry.register("fp16_clipped_pure", sets="precision")
+    class ClippedPure(Pure):
         pass
-    assert recipes.names("precision")[-1] == "fp16_clipped_pure"          # a later recipe is included
-    assert recipes.entry("fp16_clipped_pure").family is recipes.Family.PURE   # from its class
-    recipes.register("bf16_noop", lambda: recipes.Pure(torch.bfloat16))
-    assert recipes.entry("bf16_noop").family is recipes.Family.PURE           # from what it builds
+    assert registry.names("precision")[-1] == "fp16_clipped_pure"          # a later recipe is included
+    assert registry.entry("fp16_clipped_pure").family is Family.PURE   # from its class
+    registry.register("bf16_noop", lambda: Pure(torch.bfloat16))
+    assert registry.entry("bf16_noop").family is Family.PURE           # from what it builds
 
 
 @pytest.mark.parametrize("call, exc, match", [
-    (lambda: recipes.register("Bad Name", recipes.Recipe), ValueError, "lower-case"),
-    (lambda: recipes.register("x1", recipes.Recipe, sets=("weekly",)), ValueError, "everyday"),
-    (lambda: recipes.register("x2", recipes.Recipe, family="fp32"), TypeError, "Family"),
-    (lambda: recipes.register("x3", lambda: object()), TypeError, "Family"),
-    (lambda: recipes.register("x4", 42), TypeError, "callable"),
-    (lambda: recipes.names("weekly"), ValueError, "everyday"),
-    (lambda: recipes.names(family="amp"), TypeError, "Family"),
-    (lambda: recipes.entry("nope"), ValueError, "accepted"),
+    (lambda: registry.register("Bad Name", Recipe), ValueError, "lower-case"),
+    (lambda: registry.register("x1", Recipe, sets=("weekly",)), ValueError, "everyday"),
+    (lambda: registry.register("x2", Recipe, family="fp32"), TypeError, "Family"),
+    (lambda: registry.register("x3", lambda: object()), TypeError, "Family"),
+    (lambda: registry.register("x4", 42), TypeError, "callable"),
+    (lambda: registry.names("weekly"), ValueError, "everyday"),
+    (lambda: registry.names(family="amp"), TypeError, "Family"),
+    (lambda: registry.entry("nope"), ValueError, "accepted"),
 ])
 def test_the_registry_rejects_bad_input(call, exc, match):
     with pytest.raises(exc, match=match):

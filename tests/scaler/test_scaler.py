@@ -19,7 +19,9 @@ import torch.nn.functional as F
 
 from amp_edu import scaler as S
 from amp_edu.scaler import _fast as Fast
-from amp_edu.scaler import GradScaler
+from amp_edu.scaler.contract import (UNSCALABLE, check_unscale_scalars, check_update_args, check_update_tensors,
+                                     first_bad_grad)
+from amp_edu.scaler.grad_scaler import GradScaler, OptState
 
 TorchScaler = torch.amp.GradScaler
 BOTH = [TorchScaler, GradScaler]
@@ -829,6 +831,42 @@ def test_raw_unscale_on_odd_lists_like_torch(grads):
         assert ours[1] == theirs[1]
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.float8_e4m3fn,
+                                   torch.int64, torch.uint8, torch.bool, torch.complex64], ids=str)
+def test_the_contract_takes_the_dtypes_torchs_kernel_takes_and_refuses_the_others_in_its_words(dtype):
+    grads = [torch.ones(2), torch.ones(2, dtype=dtype), torch.ones(2)]
+    theirs = outcome(lambda: torch._amp_foreach_non_finite_check_and_unscale_(grads, torch.zeros(1), torch.ones(1)))
+    index, err = first_bad_grad(grads, "cpu")
+    assert (theirs[0] == "ok") == (dtype in UNSCALABLE) == (err is None)
+    assert index == (3 if err is None else 1)                    # the gradients before it get unscaled
+    if err is not None:
+        assert (type(err), str(err)) == theirs
+    assert first_bad_grad(grads, "cpu", uniform=True) == (3, None)      # grouped: the first speaks for all
+
+
+def test_the_contracts_scalar_and_argument_checks_raise_what_torchs_kernels_raise():
+    sparse = [torch.ones(2), torch.ones(2).to_sparse()]
+    theirs = outcome(lambda: torch._amp_foreach_non_finite_check_and_unscale_(sparse, torch.zeros(1), torch.ones(1)))
+    index, err = first_bad_grad(sparse, "cpu")
+    assert index == 0 and (type(err), str(err)) == (theirs[0], theirs[1].split(" This could be because")[0])
+    grads = [torch.ones(2)]
+    for found, inv in ((torch.zeros(1), torch.ones(1, dtype=torch.float64)), (torch.zeros(2), torch.ones(1)),
+                       (torch.zeros((), dtype=torch.float16), torch.ones(()))):
+        theirs = outcome(lambda: torch._amp_foreach_non_finite_check_and_unscale_(grads, found, inv))
+        assert theirs[0] is RuntimeError and outcome(lambda: check_unscale_scalars(found, inv, "cpu")) == theirs
+    i32 = torch.tensor(0, dtype=torch.int32)
+    for scale, tracker, found in ((torch.tensor(1.0), torch.tensor(0), torch.tensor(0.0)),
+                                  (torch.tensor([1.0, 2.0]), i32, torch.tensor(0.0)),
+                                  (torch.tensor(1.0, dtype=torch.float64), i32, torch.tensor(0.0)),
+                                  (torch.tensor(1.0), i32, torch.zeros(3, dtype=torch.int32))):
+        theirs = outcome(lambda: torch._amp_update_scale_(scale, tracker, found, 2.0, 0.5, 3))
+        assert theirs[0] is RuntimeError and outcome(lambda: check_update_tensors(scale, tracker, found)) == theirs
+    for args in ((2.0, 0.5, 1e3), (2.0, 0.5, True), ("2", 0.5, 3), (2.0, None, 3)):
+        theirs = outcome(lambda: torch._amp_update_scale_(torch.tensor(1.0), i32.clone(), torch.tensor(0.0), *args))
+        assert theirs[0] is TypeError and outcome(lambda: check_update_args(*args)) == theirs
+    assert check_update_args(2, np.float32(0.5), np.int64(3)) is None
+
+
 def test_partial_unscale_before_a_refused_gradient_matches_torch():
     """The tensors before a refused one are already unscaled when the error is raised."""
     def run(impl):
@@ -845,7 +883,7 @@ def test_partial_unscale_before_a_refused_gradient_matches_torch():
 def test_per_optimizer_stage_is_torchs_enum():
     """Stages are torch's ``OptState`` members, so code that inspects ``_per_optimizer_states``
     (torch's tests, FSDP's ShardedGradScaler) sees the same values as with torch's scaler."""
-    assert S.OptState is torch.amp.grad_scaler.OptState
+    assert OptState is torch.amp.grad_scaler.OptState
     assert GradScaler("cpu")._per_optimizer_states["x"] == torch.amp.grad_scaler._refresh_per_optimizer_state()
 
 
