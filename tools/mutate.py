@@ -52,9 +52,10 @@ import sys
 import time
 from pathlib import Path
 
+from amp_edu.course.cells import BEGIN, END      # the solution blocks' marker lines (one owner)
+
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS = ROOT / "solutions"
-BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 
 # ------------------------------------------------------------------------------------------------
 # reading a solution notebook
