@@ -28,7 +28,7 @@ ROOT = Path(amp_edu.__file__).parent
 
 @dataclass(frozen=True)
 class Import:
-    source: str      # importing module, e.g. "amp_edu.bench.timing"
+    source: str      # importing module, e.g. "amp_edu.measure.timing"
     target: str      # the most specific amp_edu module the import names
     line: int
 

@@ -51,7 +51,6 @@ from dataclasses import dataclass, field
 
 import nbformat
 
-from ..checks.registry import check as course_check
 from ..checks.rules import grader_internals, violations
 from . import handout, integrity, kernelpackage
 from .judge import Judge, JudgeError
@@ -255,10 +254,11 @@ class _Run:
     # -- the exercise's rules ------------------------------------------------------------------
     def _rules(self, checks: dict[int, str]) -> None:
         """A use of something the exercise forbids fails the check whose rule it breaks."""
+        from ..checks import registry        # here, not at import: grading one lesson loads no other's checks
         sources = [(cell_label(self.nb, i), c.source) for i, c in enumerate(self.nb.cells)
                    if c.cell_type == "code" and i not in checks]
         for name, ref in self.exercise.items():
-            rules = course_check(ref.module, ref.function).rules
+            rules = registry.check(ref.module, ref.function).rules
             found = violations(sources, rules)
             result = next((r for r in self.out.checks if r.name == name), None)
             if found and result is not None and result.status in ("pass", "fail"):

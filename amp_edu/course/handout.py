@@ -9,7 +9,7 @@ the class grader goes one step further, with the course's ``solutions/`` as the 
 * :func:`recognise` says which course exercise a submission is — from its metadata (``make
   exercises`` writes ``{"amp_edu": {"exercise": "01_number_formats"}}``), its file name
   (``01_number_formats*.ipynb``), nbgrader's cell ids, or, last, the course check names it holds;
-* every check of that exercise is run as the course wrote it (:attr:`CourseCheck.call`: the
+* every check of that exercise is run as the course wrote it (a :class:`CourseCheck`: the
   check function of the lesson's module, called on the learner's answer), whatever the cell now
   says; an edited cell is reported as such, a missing one is an ``error``, and a ``# CHECK:`` line
   of the learner's own is ordinary code, not a check.

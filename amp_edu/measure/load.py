@@ -16,6 +16,7 @@ saw the load as it was while they ran: :mod:`amp_edu.measure.verdict`.
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from dataclasses import dataclass
@@ -61,11 +62,23 @@ class Load:
         return "caveat: " + " and ".join(parts) + "; speed ratios measured now may not repeat"
 
 
-def _usable_cores() -> int:
+def usable_cores() -> int:
+    """The cores this process may run on: its CPU affinity (else ``os.cpu_count()``), capped by a
+    cgroup v2 CPU quota (``/sys/fs/cgroup/cpu.max``, e.g. ``200000 100000``: 2 cores' worth), which
+    containers (``docker --cpus``, Kubernetes limits, hosted notebooks) set while still showing
+    every core of the host."""
     try:
-        return max(1, len(os.sched_getaffinity(0)))
+        cores = max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
+        cores = max(1, os.cpu_count() or 1)
+    try:
+        with open("/sys/fs/cgroup/cpu.max") as f:
+            quota, period = f.read().split()[:2]
+        if quota != "max":
+            cores = max(1, min(cores, math.ceil(int(quota) / int(period))))
+    except (OSError, ValueError):
+        pass
+    return cores
 
 
 def machine_load(threads: int | None = None) -> Load:
@@ -77,7 +90,7 @@ def machine_load(threads: int | None = None) -> Load:
         load = os.getloadavg()[0]
     except (AttributeError, OSError):  # not on Windows
         load = None
-    return Load(load, _usable_cores(), threads)
+    return Load(load, usable_cores(), threads)
 
 
 def _busy_jiffies() -> tuple[int, int] | None:

@@ -44,6 +44,7 @@ from typing import Callable
 import torch
 
 from ..validate import check_int, check_number
+from .load import usable_cores
 
 __all__ = ["Timing", "CpuShare", "measure", "compare", "l2_bytes", "WINDOW_S"]
 
@@ -59,8 +60,9 @@ class Timing:
     ``calls_per_repeat``: calls averaged in each repeat (N calls between one event pair, or the
     CPU timer's block); ``method``: the timer, in words; ``cache``: ``"warm"`` (operands may stay
     in cache between calls), ``"l2 flushed"`` (cold: the GPU L2 overwritten before every call) or
-    ``None`` (not recorded); ``cpu_share``: on the CPU, the fraction of the wall time the timed
-    threads ran on a core (:class:`CpuShare`; ``None`` for a GPU timing or when not recorded).
+    ``None`` (not recorded); ``cpu_share``: on the CPU, of the time the process's threads were ready
+    to run, the share they ran, against what a quiet machine gives that many threads
+    (:class:`CpuShare`; ``None`` for a GPU timing or when not recorded).
     """
 
     median_s: float
@@ -87,11 +89,10 @@ class Timing:
         if not times:
             raise ValueError("no repeat times")
         ts = sorted(times)
-        if len(ts) >= 4:
-            q = statistics.quantiles(ts, n=4)
-            iqr = q[2] - q[0]
-        else:
-            iqr = ts[-1] - ts[0]
+        # the quartiles of the repeats themselves ("inclusive"): the default "exclusive" method
+        # extrapolates past the sample, so one slow repeat of five read as a 50% spread
+        q = statistics.quantiles(ts, n=4, method="inclusive") if len(ts) >= 2 else (ts[0], ts[0], ts[0])
+        iqr = q[2] - q[0]
         return cls(statistics.median(ts), iqr, list(times), **how)
 
 
@@ -136,7 +137,11 @@ class CpuShare:
     *one* thread's worth ran. That never reads a quiet machine as busy, but it misses a second
     thread that waits for a core while the first one runs. (Dividing by ``wall × threads`` instead
     would read an op that uses one of 8 threads as 1/8, on a quiet machine: busy, falsely.)
-    ``threads``, the threads the timed code may use, is recorded; the value does not divide by it.
+    ``threads``, the threads the timed code may use, sets what a quiet machine can give them: with
+    more threads than usable cores (:func:`~amp_edu.measure.load.usable_cores`: affinity, and a
+    container's CPU quota) they take turns among themselves, and at most ``cores / threads`` of their
+    ready time is running; ``value`` is the share measured against that (at most 1), so torch's
+    default of one thread per visible core in a 2-core container still reads close to 1 when quiet.
     ``value`` is ``None`` until at least a millisecond was measured: a shorter window says nothing.
     """
 
@@ -169,7 +174,8 @@ class CpuShare:
         if self.wall_s < 1e-3:
             return None
         if self.per_thread and self.run_s + self.wait_s > 0:
-            return self.run_s / (self.run_s + self.wait_s)
+            # with more threads than usable cores, a quiet machine gives them cores/threads of it
+            return min(1.0, self.run_s / (self.run_s + self.wait_s) / min(1.0, usable_cores() / self.threads))
         return min(1.0, self.cpu_s / self.wall_s)
 
 

@@ -16,7 +16,9 @@ repeats of each scattered. The course's rules, in the order they are applied:
      an op that uses one of many threads reads close to 1 on a quiet machine). Other processes
      can also slow *every* repeat alike — a two-thread matmul whose second thread waits for a
      core each time runs many times slower than one thread, repeat after repeat — and then the
-     spread looks quiet. Less than :data:`MIN_CPU_SHARE` (half the time on a core): busy.
+     spread looks quiet. Less than :data:`MIN_CPU_SHARE` (half the time on a core): busy. (An
+     OpenMP thread that spins while its partner waits counts as running, so two threads taking
+     turns on one core read about one half, at the limit; the spread rule catches most of those.)
 
    Then the sentence says so and draws **no** conclusion — no "faster", no "slower", not even
    "within noise", since a spread that wide would make every difference "noise" and that is a
@@ -119,9 +121,14 @@ class Busy:
 
     def sentence(self, note: str = "") -> str:
         """The refusal, e.g. ``"no verdict: the repeats of fp32 spread by 41% of their median, more
-        than 25%: the machine was busy while timing, so these numbers support no comparison (rerun
-        on a quiet machine)"``; ``note`` (e.g. ``" (1 CPU thread)"``) follows "while timing"."""
-        return (f"{NO_VERDICT}: {self.reason()}: the machine was busy while timing{note}, so these numbers "
+        than 25%: too unsteady to compare (a busy machine, most often), so these numbers support no
+        comparison (rerun on a quiet machine)"``; ``note`` (e.g. ``" (1 CPU thread)"``) follows the
+        cause. Unsteady repeats are what a busy machine makes, but not only it (a stored run taken
+        with as many threads as cores, a clock that changed): the sentence says so; a share of a
+        core under the limit *is* other processes holding the cores: "the machine was busy"."""
+        why = ("the machine was busy while timing" if self.kind == "cpu share"
+               else "too unsteady to compare (a busy machine, most often)")
+        return (f"{NO_VERDICT}: {self.reason()}: {why}{note}, so these numbers "
                 f"support no comparison (rerun on a quiet machine)")
 
     def named(self, **names) -> "Busy":
@@ -139,7 +146,7 @@ def busy(timings: Mapping[str, Any], *, max_spread: float = BUSY_SPREAD,
     >>> busy({"fp32": [1.0, 1.0, 1.1, 1.0], "bf16": [2.0, 2.1, 2.0, 2.0]}) is None
     True
     >>> busy({"fp32": [1.0, 1.0, 1.1, 1.0], "bf16": [2.0, 4.0, 2.0, 6.0]}).reason()
-    'the repeats of bf16 spread by 117% of their median, more than 25%'
+    'the repeats of bf16 spread by 83% of their median, more than 25%'
     >>> busy({"2 threads": Timing(30e-3, 1e-3, [], cpu_share=0.25)}).reason()
     'the threads timing 2 threads ran on a core only 25% of the time, less than 50%'
     """
@@ -305,9 +312,9 @@ def verdict_table(times: Mapping[str, Any], baseline: str, *, note: str = "", un
 
     >>> quiet = {"fp32": [1.00e-3, 1.01e-3, 1.02e-3, 1.00e-3], "bf16": [2.0e-3, 2.1e-3, 2.0e-3, 2.0e-3]}
     >>> print("\\n".join(verdict_table(quiet, "fp32")))
-      fp32     1.01 ms  (repeats spread  2%)  the baseline
-      bf16        2 ms  (repeats spread  4%)  1.99× slower (beyond the repeats' spread, 0.046 ms)
-      every row's repeats spread by at most 4% of their median: a row is called faster or slower than fp32 only beyond the spread
+      fp32     1.01 ms  (repeats spread  1%)  the baseline
+      bf16        2 ms  (repeats spread  1%)  1.99× slower (beyond the repeats' spread, 0.019 ms)
+      every row's repeats spread by at most 1% of their median: a row is called faster or slower than fp32 only beyond the spread
     """
     if not isinstance(times, Mapping) or not times:
         raise TypeError(f"times must be a non-empty dict of {{name: timing}}, got {type(times).__name__}")

@@ -202,7 +202,9 @@ class Recipe:
         self.scaler.step(self.optimizer)
 
     def after_step(self, skip: bool) -> None:
-        """Event: the scaler adjusts its scale (a disabled one does nothing)."""
+        """Event: the scaler adjusts its scale (a disabled one does nothing). A recipe that
+        overrides this event calls ``super().after_step(skip)``: without the update, the next
+        step's ``scaler.step`` fails (torch: "step() has already been called since the last update()")."""
         self.scaler.update()
 
     # --- the events of one step in two calls, for a loop written by hand ----------------------

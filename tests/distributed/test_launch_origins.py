@@ -1,5 +1,5 @@
 """launch() from the three places a rank function can be written: an importable module (see
-test_distributed_launch.py), a script run as ``python train.py`` (its ``__main__``) and a notebook
+test_launch.py), a script run as ``python train.py`` (its ``__main__``) and a notebook
 cell (a Jupyter kernel's ``__main__``). From each: results, a failing rank named with its own
 traceback line, a hang stopped by ``TimeoutError``, Ctrl-C (a real SIGINT) -- and after each, no
 rank alive and no child process left (psutil).

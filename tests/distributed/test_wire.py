@@ -1,5 +1,5 @@
 """amp_edu.distributed.wire without ranks: what it accepts, and that it always puts torch back.
-(The bytes themselves are measured on two ranks in test_distributed_experiments.py.)"""
+(The bytes themselves are measured on two ranks in test_experiments.py.)"""
 
 import pytest
 import torch.distributed as dist

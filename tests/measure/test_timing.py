@@ -231,8 +231,10 @@ def test_cpu_measure_uses_every_thread(monkeypatch):
 
 def test_timing_stats():
     t = Timing.from_times([1.0, 2.0, 3.0, 4.0, 100.0])
-    assert t.median_s == 3.0 and t.iqr_s == pytest.approx(52.0 - 1.5)   # quartiles 1.5 and 52
-    assert Timing.from_times([1.0, 3.0]).iqr_s == 2.0                      # < 4 repeats: the range
+    assert t.median_s == 3.0 and t.iqr_s == pytest.approx(4.0 - 2.0)     # the repeats' own quartiles
+    assert Timing.from_times([1.0, 1.0, 1.0, 1.0, 2.0]).iqr_s == 0.0       # one slow repeat of five: no spread
+    assert Timing.from_times([1.0, 3.0]).iqr_s == pytest.approx(1.0)      # two: half their range
+    assert Timing.from_times([2.0]).iqr_s == 0.0
     with pytest.raises(ValueError):
         Timing.from_times([])
 
@@ -259,6 +261,12 @@ def test_rel_spread_is_the_iqr_over_the_median():
     assert Timing(2e-3, 0.5e-3, []).rel_spread == pytest.approx(0.25)
     assert Timing.from_times([1.0, 1.0, 1.0, 1.0]).rel_spread == 0.0
     assert Timing(0.0, 0.0, []).rel_spread == float("inf")       # no time at all: no spread to trust
+
+
+@pytest.fixture(autouse=True)
+def _many_cores(monkeypatch):
+    """The share tests below do not depend on this machine's core count (one test sets its own)."""
+    monkeypatch.setattr(timing, "usable_cores", lambda: 64)
 
 
 class FakeThreads:
@@ -360,3 +368,18 @@ def test_cpu_timings_record_the_share_and_compare_pools_it():
     x = torch.randn(64, 64)
     got = compare({"mm": lambda: x @ x}, rounds=2, repeats=2, min_time_s=0.005)["mm"]
     assert got.cpu_share is not None and 0.0 < got.cpu_share <= 1.0
+
+
+def test_more_threads_than_usable_cores_take_turns_and_read_quiet(monkeypatch):
+    """8 torch threads on 2 usable cores (a container's quota, an affinity mask): on a quiet machine
+    they run a quarter of their ready time, which is all they can get, and read 1; the same
+    threads getting half of that read 0.5; on 8 usable cores, a quarter is busy."""
+    def share_of(cores, run, wait):
+        monkeypatch.setattr(timing, "usable_cores", lambda: cores)
+        share = timing.CpuShare(8)
+        _block(share, FakeThreads("main"), 100, 100, monkeypatch, main=(run, wait))
+        return share.value
+
+    assert share_of(2, 25, 75) == pytest.approx(1.0)
+    assert share_of(2, 25, 175) == pytest.approx(0.5)
+    assert share_of(8, 25, 75) == pytest.approx(0.25)

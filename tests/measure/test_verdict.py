@@ -88,7 +88,7 @@ def test_busy_over_a_table_names_the_worst_row():
     b = busy({**quiet, "fp16": repeats(3e-3, 3.0, seed=5)})
     assert b.what == "the repeats of fp16" and b.value > BUSY_SPREAD and b.limit == BUSY_SPREAD and b.kind == "spread"
     assert b.sentence(" (1 thread)").startswith(f"{NO_VERDICT}: the repeats of fp16 spread by")
-    assert "busy while timing (1 thread)" in b.sentence(" (1 thread)")
+    assert "too unsteady to compare (a busy machine, most often) (1 thread)" in b.sentence(" (1 thread)")
     with pytest.raises(TypeError, match="timings"):
         busy([1.0, 2.0])
     with pytest.raises(TypeError, match="timings"):
@@ -104,7 +104,7 @@ def test_verdict_table_both_ways():
     assert lines[-1].startswith("  every row's repeats spread by at most") and lines[-1].endswith("on this CPU")
     noisy = {**quiet, "fp16_pure": repeats(4e-3, 3.0, seed=7)}
     lines = verdict_table(noisy, "fp32", note=" on this CPU")
-    assert len(lines) == 5 and "busy while timing on this CPU" in lines[-1]
+    assert len(lines) == 5 and "(a busy machine, most often) on this CPU" in lines[-1]
     assert not any(w in line for line in lines for w in WORDS)      # the medians, and no verdict
     assert "µs" in verdict_table(quiet, "fp32", unit="µs")[0]
     with pytest.raises(ValueError, match="baseline"):
