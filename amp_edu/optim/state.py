@@ -54,7 +54,7 @@ from ..validate import check_bool, check_int
 from . import blockwise
 from .blockwise import BLOCK_SIZES, FP8, QUANTIZED_STATES
 
-__all__ = ["QuantizedState", "is_quantized_state"]
+__all__ = ["QuantizedState", "UnsupportedOp", "is_quantized_state"]
 
 aten = torch.ops.aten
 _HANDLERS: dict = {}
@@ -81,6 +81,13 @@ def _check_dtype(dtype) -> torch.dtype:
     if not dtype.is_floating_point:
         raise ValueError(f"dtype (the dtype the state appears as) must be a floating-point dtype, got {dtype}")
     return dtype
+
+
+class UnsupportedOp(NotImplementedError):
+    """An op a :class:`QuantizedState` deliberately refuses: it stores codes, not numbers, so it
+    answers only what an optimizer and a checkpoint need (detach, clone, copy, move, view, slice,
+    the moments' lerp, the collectives) and sends arithmetic to :meth:`QuantizedState.dequantize`.
+    A ``NotImplementedError``, as torch's dispatch expects of an op a tensor subclass has no rule for."""
 
 
 class QuantizedState(torch.Tensor):
@@ -172,7 +179,7 @@ class QuantizedState(torch.Tensor):
         handler = _HANDLERS.get(func) or (_collective if str(func) in _COLLECTIVES else None)
         if handler is None:
             names = sorted({str(op).split(".")[-2] for op in _HANDLERS}) + ["the c10d all-gather and wait"]
-            raise NotImplementedError(
+            raise UnsupportedOp(
                 f"QuantizedState does not implement {func}: it answers {', '.join(names)}. "
                 "For arithmetic, call .dequantize() first (an fp32 tensor).")
         return handler(func, args, kwargs or {})
